@@ -1,0 +1,103 @@
+#include "params.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace chorus {
+namespace {
+
+// The one table. Keep docs/ENV.md in step (tests/unit/test_params.cc checks it).
+const ParamInfo kParams[] = {
+    {"CHORUS_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
+    {"CHORUS_DEBUG_SUBSYS", "ALL",
+     "Comma list of INIT,COLL,P2P,SHM,NET,BOOTSTRAP,TUNING,GRAPH,ENV,ALLOC or ALL; ^X excludes."},
+    {"CHORUS_DEBUG_FILE", "", "Write logs here instead of stderr; %h is the host, %p the pid."},
+    {"CHORUS_TIMEOUT_S", "300", "Deadline in seconds for every wait (bootstrap, connect, FIFO)."},
+    {"CHORUS_BUFFSIZE", "4M", "Bytes of shared FIFO per connection (slots x slot size)."},
+    {"CHORUS_CHUNKSIZE", "512K", "Bytes per FIFO slot: the pipelining unit of ring algorithms."},
+    {"CHORUS_FIFO_DEPTH", "0", "Slots per connection; 0 means BUFFSIZE / CHUNKSIZE."},
+    {"CHORUS_LL_THRESHOLD", "16K",
+     "Largest all-reduce (bytes) sent with the low-latency protocol as a direct exchange."},
+    {"CHORUS_TREE_THRESHOLD", "0",
+     "Largest all-reduce (bytes) for which the tree algorithm is preferred over the ring."},
+    {"CHORUS_NT_THRESHOLD", "8M",
+     "Outputs at least this large are written with streaming (non-temporal) stores."},
+    {"CHORUS_ALGO", "", "Force an algorithm: ring, tree or direct (^X excludes one)."},
+    {"CHORUS_PROTO", "", "Force a protocol: LL or Simple (^X excludes one)."},
+    {"CHORUS_SPIN", "0",
+     "Polls before yielding while waiting; 0 picks by load (few when ranks outnumber cores)."},
+    {"CHORUS_HOSTID", "", "Overrides the host identity (hostname + boot id) used to group ranks."},
+    {"CHORUS_SOCKET_IFNAME", "",
+     "Interface (prefix) for bootstrap sockets; ^eth0 excludes, =eth0 matches exactly."},
+    {"CHORUS_INIT", "", "Rendezvous for chorusCommInitFromEnv: tcp://host:port or file:///path."},
+    {"CHORUS_SECRET", "",
+     "Shared secret for CHORUS_INIT=tcp:// rendezvous (default: derived from the address)."},
+    {"CHORUS_CHECK_POINTERS", "1",
+     "Check that user buffers are mapped host memory before touching them (1) or not (0)."},
+};
+static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
+              "one table row per Param");
+
+struct Registry {
+  std::string values[static_cast<int>(Param::Count)];
+  int64_t ints[static_cast<int>(Param::Count)];
+};
+
+bool parseInt(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 0);
+  if (end == s.c_str()) return false;
+  int64_t mult = 1;
+  if (*end != '\0') {
+    switch (std::toupper(static_cast<unsigned char>(*end))) {
+      case 'K': mult = 1ll << 10; break;
+      case 'M': mult = 1ll << 20; break;
+      case 'G': mult = 1ll << 30; break;
+      default: return false;
+    }
+    ++end;
+    if (*end == 'B' || *end == 'b') ++end;
+    if (*end != '\0') return false;
+  }
+  *out = v * mult;
+  return true;
+}
+
+const Registry& registry() {
+  // Read once; immutable afterwards, so it is not mutable global state.
+  static const Registry* reg = [] {
+    auto* r = new Registry();
+    for (int i = 0; i < static_cast<int>(Param::Count); ++i) {
+      const char* env = std::getenv(kParams[i].name);
+      r->values[i] = env ? env : kParams[i].defaultValue;
+      int64_t v = 0;
+      if (!parseInt(r->values[i], &v)) {
+        if (env && *env && parseInt(kParams[i].defaultValue, &v)) {
+          // The logger itself reads params, so warn with plain stderr here.
+          std::fprintf(stderr, "chorus: WARN %s=%s is not an integer, using %s\n",
+                       kParams[i].name, env, kParams[i].defaultValue);
+        }
+        if (!parseInt(kParams[i].defaultValue, &v)) v = 0;
+      }
+      r->ints[i] = v;
+    }
+    return r;
+  }();
+  return *reg;
+}
+
+}  // namespace
+
+const ParamInfo* paramTable(int* count) {
+  *count = static_cast<int>(Param::Count);
+  return kParams;
+}
+
+const std::string& paramString(Param p) { return registry().values[static_cast<int>(p)]; }
+
+int64_t paramInt(Param p) { return registry().ints[static_cast<int>(p)]; }
+
+}  // namespace chorus

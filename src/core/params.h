@@ -1,0 +1,51 @@
+// params.h — the one parameter registry.
+//
+// Every tunable is a CHORUS_* environment variable declared once in params.cc's table
+// (name, default, one-line doc) and read once, the first time any is asked for. Nothing
+// else in the library calls getenv for a tunable. docs/ENV.md lists the same table and a
+// unit test keeps the two in step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+
+enum class Param : int {
+  Debug,           // CHORUS_DEBUG
+  DebugSubsys,     // CHORUS_DEBUG_SUBSYS
+  DebugFile,       // CHORUS_DEBUG_FILE
+  TimeoutS,        // CHORUS_TIMEOUT_S
+  BuffSize,        // CHORUS_BUFFSIZE
+  ChunkSize,       // CHORUS_CHUNKSIZE
+  FifoDepth,       // CHORUS_FIFO_DEPTH
+  LlThreshold,     // CHORUS_LL_THRESHOLD
+  TreeThreshold,   // CHORUS_TREE_THRESHOLD
+  NtThreshold,     // CHORUS_NT_THRESHOLD
+  Algo,            // CHORUS_ALGO
+  Proto,           // CHORUS_PROTO
+  SpinCount,       // CHORUS_SPIN
+  HostId,          // CHORUS_HOSTID
+  SocketIfname,    // CHORUS_SOCKET_IFNAME
+  Init,            // CHORUS_INIT
+  Secret,          // CHORUS_SECRET
+  CheckPointers,   // CHORUS_CHECK_POINTERS
+  Count
+};
+
+struct ParamInfo {
+  const char* name;
+  const char* defaultValue;
+  const char* doc;
+};
+
+/// The registry's table, for docs and tests.
+const ParamInfo* paramTable(int* count);
+
+/// The value as given in the environment, or the default. Read once per process.
+const std::string& paramString(Param p);
+/// Integer value (accepts K/M/G suffixes); a malformed value logs a warning and uses the
+/// default.
+int64_t paramInt(Param p);
+
+}  // namespace chorus
