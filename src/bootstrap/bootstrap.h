@@ -41,6 +41,8 @@ chorusResult_t bootstrapCreateRootAt(const char* host, int port, const uint8_t s
 chorusResult_t bootstrapIdFor(const char* host, int port, const uint8_t secret[16],
                               chorusUniqueId* id);
 
+/// One rank's end. Not thread-safe: one thread at a time calls init's result
+/// (allGather, barrier, send, recv); setDeadline and abort may come from any thread.
 class Bootstrap {
  public:
   /// Checks in with the root named by `id` and builds the ring. Collective over nranks.
@@ -57,6 +59,8 @@ class Bootstrap {
   virtual chorusResult_t send(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual chorusResult_t recv(int peer, int tag, void* data, size_t bytes) = 0;
   /// Sets the deadline used by every later wait (absolute, CLOCK_MONOTONIC ns).
+  /// 0 (the state after init) means each call waits at most CHORUS_TIMEOUT_S from its
+  /// start. Callable from any thread.
   virtual void setDeadline(int64_t deadlineNs) = 0;
   /// Makes every blocked and later call return chorusAborted (callable from any thread).
   virtual void abort() = 0;
@@ -71,5 +75,8 @@ class Bootstrap {
 
 /// CLOCK_MONOTONIC in nanoseconds.
 int64_t monotonicNs();
+
+/// monotonicNs() + CHORUS_TIMEOUT_S (at least 1 s): the deadline a wait gets by default.
+int64_t bootstrapDefaultDeadlineNs();
 
 }  // namespace chorus

@@ -1,0 +1,48 @@
+// algorithms.h — collectives as schedules of primitive steps.
+//
+// An algorithm gets a resolved call (CollArgs) and a plan from tuning (which algorithm,
+// which protocol, what piece size) and drives Prims. It never knows which transport
+// carries its bytes.
+#pragma once
+
+#include <cstddef>
+
+#include "comm/comm.h"
+#include "host/host_reduce.h"
+#include "tuning/tuning.h"
+
+namespace chorus {
+
+/// One resolved call, validated by the API layer.
+struct CollArgs {
+  Coll coll;
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;  // elements, as the user passed it
+  chorusDataType_t type;
+  kernels::ReduceSpec spec;
+  int root;  // root, or peer for send/recv
+};
+
+/// Runs one collective on the calling thread (the caller holds comm->execMutex).
+chorusResult_t runCollective(chorusComm* comm, const CollArgs& args);
+
+/// Runs a batch of sends and receives concurrently (group semantics: no deadlock whatever
+/// the order of the calls).
+chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops);
+
+// The algorithms, one per file.
+class Prims;
+chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);
+chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t barrierRun(chorusComm* comm, Prims& p);
+
+}  // namespace chorus

@@ -1,0 +1,42 @@
+// allgather.cc — every rank's block to every rank.
+//
+// Small: each rank writes its block to every other rank on the LL path. Otherwise a
+// pipelined ring: each block travels n-1 hops, forwarded piece by piece.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/primitives.h"
+#include "core/checks.h"
+
+namespace chorus {
+
+chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  auto block = [&](int r) { return out + static_cast<size_t>(r) * blockBytes; };
+  if (plan.algo == Algo::Direct) {
+    for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, in, blockBytes));
+    if (block(rank) != in) std::memmove(block(rank), in, blockBytes);
+    for (int k = 1; k < n; ++k) {
+      int from = (rank - k + n) % n;
+      CHORUS_CHECK(p.recvLL(from, block(from), blockBytes));
+    }
+    return chorusSuccess;
+  }
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    const size_t o = off * elem;
+    CHORUS_CHECK(p.copySend(next, in + o, block(rank) + o, cnt));
+    for (int s = 1; s < n - 1; ++s)
+      CHORUS_CHECK(p.recvCopySend(prev, next, block((rank - s + n) % n) + o, cnt));
+    CHORUS_CHECK(p.recv(prev, block((rank + 1) % n) + o, cnt));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace chorus

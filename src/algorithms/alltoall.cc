@@ -1,0 +1,97 @@
+// alltoall.cc — the direct exchanges: scatter, gather and all-to-all.
+//
+// Pieces go straight to their destination. All-to-all runs n-1 rounds; in round k a rank
+// sends to rank+k and receives from rank-k, one piece each way at a time, so every FIFO
+// drains while it fills and no cycle of full FIFOs can form.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/primitives.h"
+#include "core/checks.h"
+
+namespace chorus {
+
+chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  if (rank != root) {
+    char* out = static_cast<char*>(a.recvbuf);
+    for (size_t off = 0; off < a.count; off += pieceElems)
+      CHORUS_CHECK(p.recv(root, out + off * elem, std::min(pieceElems, a.count - off)));
+    return chorusSuccess;
+  }
+  const char* in = static_cast<const char*>(a.sendbuf);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    for (int k = 1; k < n; ++k) {
+      int to = (root + k) % n;
+      CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
+    }
+  }
+  const char* own = in + static_cast<size_t>(root) * blockBytes;
+  if (own != a.recvbuf) std::memmove(a.recvbuf, own, blockBytes);
+  return chorusSuccess;
+}
+
+chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  if (rank != root) {
+    const char* in = static_cast<const char*>(a.sendbuf);
+    for (size_t off = 0; off < a.count; off += pieceElems)
+      CHORUS_CHECK(p.send(root, in + off * elem, std::min(pieceElems, a.count - off), false));
+    return chorusSuccess;
+  }
+  char* out = static_cast<char*>(a.recvbuf);
+  char* own = out + static_cast<size_t>(root) * blockBytes;
+  if (own != a.sendbuf) std::memmove(own, a.sendbuf, blockBytes);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    for (int k = 1; k < n; ++k) {
+      int from = (root + k) % n;
+      CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
+    }
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  if (in == out) {
+    // In place: a block we still have to send may be overwritten by one we receive, so
+    // send from a copy.
+    void* copy = comm->scratch.get(comm->scratch.a, blockBytes * static_cast<size_t>(n));
+    std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
+    in = static_cast<const char*>(copy);
+  } else {
+    std::memcpy(out + static_cast<size_t>(rank) * blockBytes,
+                in + static_cast<size_t>(rank) * blockBytes, blockBytes);
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = (rank + k) % n, from = (rank - k + n) % n;
+    for (size_t off = 0; off < a.count; off += pieceElems) {
+      const size_t cnt = std::min(pieceElems, a.count - off);
+      CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
+      CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
+    }
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t barrierRun(chorusComm* comm, Prims& p) {
+  // Everyone tells everyone on the LL path; nobody leaves before hearing from all.
+  const int n = comm->nranks, rank = comm->rank;
+  char token = 1, got = 0;
+  for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, &token, 1));
+  for (int k = 1; k < n; ++k) CHORUS_CHECK(p.recvLL((rank - k + n) % n, &got, 1));
+  return chorusSuccess;
+}
+
+}  // namespace chorus

@@ -1,0 +1,43 @@
+// broadcast.cc — root to all.
+//
+// Small messages: the root writes the data to every rank on the LL path (one hop).
+// Otherwise a pipelined chain in ring order from the root: each piece is forwarded as soon
+// as it arrives, so the time is ~one copy of the message plus (n-1) pieces.
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/primitives.h"
+#include "core/checks.h"
+
+namespace chorus {
+
+chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  if (plan.algo == Algo::Direct) {
+    if (rank == root) {
+      for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((root + k) % n, a.sendbuf, bytes));
+      if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, bytes);
+      return chorusSuccess;
+    }
+    return p.recvLL(root, a.recvbuf, bytes);
+  }
+  const int pos = (rank - root + n) % n;  // position in the chain
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    if (pos == 0)
+      CHORUS_CHECK(p.copySend(next, in + off * elem, out + off * elem, cnt));
+    else if (pos == n - 1)
+      CHORUS_CHECK(p.recv(prev, out + off * elem, cnt));
+    else
+      CHORUS_CHECK(p.recvCopySend(prev, next, out + off * elem, cnt));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace chorus

@@ -1,0 +1,131 @@
+// p2p.cc — sends and receives, progressed together.
+//
+// A group may hold any mix of sends and receives in any order on every rank; progressing
+// them one at a time could deadlock (two ranks both sending first into full FIFOs). So a
+// batch advances every operation by whatever its FIFO allows, round after round, until
+// all are done. Operations to the same peer in the same direction complete in call order,
+// like the FIFO that carries them.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "algorithms/algorithms.h"
+#include "core/checks.h"
+#include "core/wait.h"
+
+namespace chorus {
+namespace {
+
+struct P2pState {
+  const CollArgs* op;
+  size_t bytes;
+  size_t done;
+  bool isSend;
+};
+
+}  // namespace
+
+chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
+  std::vector<P2pState> st;
+  st.reserve(static_cast<size_t>(nops));
+  std::vector<const CollArgs*> selfSends, selfRecvs;
+  for (int i = 0; i < nops; ++i) {
+    const CollArgs& o = ops[i];
+    const size_t bytes = o.count * kernels::typeSize(o.type);
+    if (bytes == 0) continue;
+    if (o.root == comm->rank) {
+      (o.coll == Coll::Send ? selfSends : selfRecvs).push_back(&o);
+      continue;
+    }
+    st.push_back({&o, bytes, 0, o.coll == Coll::Send});
+  }
+  if (selfSends.size() != selfRecvs.size())
+    CHORUS_FAIL(chorusInvalidUsage,
+                "rank %d: %zu sends to itself but %zu receives from itself in one group",
+                comm->rank, selfSends.size(), selfRecvs.size());
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    const size_t sb = selfSends[i]->count * kernels::typeSize(selfSends[i]->type);
+    const size_t rb = selfRecvs[i]->count * kernels::typeSize(selfRecvs[i]->type);
+    if (sb != rb)
+      CHORUS_FAIL(chorusInvalidUsage, "rank %d: self send of %zu bytes matched a self receive of %zu",
+                  comm->rank, sb, rb);
+    std::memmove(selfRecvs[i]->recvbuf, selfSends[i]->sendbuf, sb);
+  }
+
+  // Only the first unfinished op per (peer, direction) may move.
+  auto progress = [&](bool* allDone, chorusResult_t* err) {
+    bool moved = false;
+    *allDone = true;
+    std::vector<char> busy(static_cast<size_t>(comm->nranks) * 2, 0);
+    for (auto& s : st) {
+      if (s.done == s.bytes) continue;
+      *allDone = false;
+      const int peer = s.op->root;
+      char& b = busy[static_cast<size_t>(peer) * 2 + (s.isSend ? 1 : 0)];
+      if (b) continue;
+      b = 1;
+      while (s.done < s.bytes) {
+        if (s.isSend) {
+          SendConn* c = comm->sendConn[static_cast<size_t>(peer)].get();
+          void* slot = c->tryAcquire();
+          if (!slot) break;
+          size_t n = std::min(c->slotBytes(), s.bytes - s.done);
+          std::memcpy(slot, static_cast<const char*>(s.op->sendbuf) + s.done, n);
+          c->post(n);
+          s.done += n;
+        } else {
+          RecvConn* c = comm->recvConn[static_cast<size_t>(peer)].get();
+          const void* slot;
+          size_t got;
+          if (!c->test(&slot, &got)) break;
+          size_t want = std::min(c->slotBytes(), s.bytes - s.done);
+          if (got != want) {
+            *err = fail(chorusInvalidUsage, __FILE__, __LINE__,
+                        "rank %d: receive of %zu bytes from rank %d got a %zu-byte piece where "
+                        "%zu were expected: send and receive sizes differ",
+                        comm->rank, s.bytes, peer, got, want);
+            return false;
+          }
+          std::memcpy(static_cast<char*>(s.op->recvbuf) + s.done, slot, got);
+          c->release();
+          s.done += got;
+        }
+        moved = true;
+      }
+      if (s.done < s.bytes) *allDone = false;
+    }
+    return moved;
+  };
+
+  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "send/recv"};
+  for (;;) {
+    bool allDone = false;
+    chorusResult_t err = chorusSuccess;
+    bool moved = progress(&allDone, &err);
+    if (err != chorusSuccess) return err;
+    if (allDone) return chorusSuccess;
+    if (moved) continue;
+    chorusResult_t r = waitUntil(
+        [&] {
+          bool d = false;
+          bool m = progress(&d, &err);
+          return m || d || err != chorusSuccess;
+        },
+        w, nullptr);
+    if (err != chorusSuccess) return err;
+    if (r != chorusSuccess) {
+      for (auto& s : st)
+        if (s.done < s.bytes)
+          return fail(r, __FILE__, __LINE__,
+                      "rank %d: %s of %zu bytes %s rank %d stopped at byte %zu (%s): is the "
+                      "matching %s posted on rank %d?",
+                      comm->rank, s.isSend ? "send" : "receive", s.bytes,
+                      s.isSend ? "to" : "from", s.op->root, s.done,
+                      r == chorusTimeout ? "timeout" : "aborted", s.isSend ? "receive" : "send",
+                      s.op->root);
+      return r;
+    }
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,173 @@
+#include "algorithms/primitives.h"
+
+#include <cstring>
+
+#include "core/checks.h"
+
+namespace chorus {
+
+using kernels::kApplyPost;
+using kernels::kApplyPre;
+using kernels::kStreaming;
+
+Prims::Prims(chorusComm* comm, const kernels::ReduceSpec& spec, const char* what, uint64_t seq,
+             bool streaming)
+    : comm_(comm),
+      spec_(spec),
+      elem_(kernels::typeSize(spec.type)),
+      seq_(seq),
+      streaming_(streaming) {
+  w_.deadlineNs = commDeadline(comm);
+  w_.abortFlag = &comm->abortFlag;
+  w_.spin = comm->tuning.spin;
+  w_.what = what;
+}
+
+chorusResult_t Prims::failed(chorusResult_t r, const char* doing, int peer) {
+  if (r == chorusTimeout)
+    return fail(r, __FILE__, __LINE__,
+                "%s (seq %llu) on rank %d timed out after %llds %s rank %d "
+                "(is rank %d alive and in the same collective?)",
+                w_.what, static_cast<unsigned long long>(seq_), comm_->rank,
+                static_cast<long long>(comm_->timeoutNs / 1000000000ll), doing, peer, peer);
+  if (r == chorusAborted)
+    return fail(r, __FILE__, __LINE__, "%s (seq %llu) on rank %d: communicator aborted", w_.what,
+                static_cast<unsigned long long>(seq_), comm_->rank);
+  return r;
+}
+
+chorusResult_t Prims::waitIn(int from, size_t bytes, const void** slot) {
+  size_t got = 0;
+  chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->wait(slot, &got, w_);
+  if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for data from", from);
+  if (__builtin_expect(got != bytes, 0))
+    return fail(chorusInvalidUsage, __FILE__, __LINE__,
+                "%s (seq %llu) on rank %d: rank %d sent a %zu-byte piece where %zu were "
+                "expected: the ranks called different collectives, counts or types",
+                w_.what, static_cast<unsigned long long>(seq_), comm_->rank, from, got, bytes);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::acquireOut(int to, void** slot) {
+  chorusResult_t r = comm_->sendConn[static_cast<size_t>(to)]->acquire(slot, w_);
+  if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for buffer space at", to);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::send(int to, const void* src, size_t count, bool pre) {
+  void* out;
+  CHORUS_CHECK(acquireOut(to, &out));
+  const size_t bytes = count * elem_;
+  if (pre && spec_.preMul)
+    kernels::reduce(spec_, out, nullptr, src, count, kApplyPre);
+  else
+    std::memcpy(out, src, bytes);
+  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recv(int from, void* dst, size_t count) {
+  const void* in;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(waitIn(from, bytes, &in));
+  kernels::copy(dst, in, bytes, streaming_);
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvReduceSend(int from, int to, const void* local, size_t count,
+                                     bool pre) {
+  const void* in;
+  void* out;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(waitIn(from, bytes, &in));
+  CHORUS_CHECK(acquireOut(to, &out));
+  kernels::reduce(spec_, out, in, local, count, pre ? kApplyPre : 0u);
+  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvReduceCopy(int from, const void* local, void* dst, size_t count,
+                                     bool post, bool pre) {
+  const void* in;
+  CHORUS_CHECK(waitIn(from, count * elem_, &in));
+  unsigned flags = (pre ? kApplyPre : 0u) | (post ? kApplyPost : 0u) |
+                   (streaming_ ? kStreaming : 0u);
+  kernels::reduce(spec_, dst, in, local, count, flags);
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, void* dst,
+                                         size_t count, bool post) {
+  const void* in;
+  void* out;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(waitIn(from, bytes, &in));
+  CHORUS_CHECK(acquireOut(to, &out));
+  // Reduce into the outgoing slot (stays in cache), then copy that to the user's buffer.
+  kernels::reduce(spec_, out, in, local, count, kApplyPre | (post ? kApplyPost : 0u));
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  kernels::copy(dst, out, bytes, streaming_);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvCopySend(int from, int to, void* dst, size_t count) {
+  const void* in;
+  void* out;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(waitIn(from, bytes, &in));
+  CHORUS_CHECK(acquireOut(to, &out));
+  std::memcpy(out, in, bytes);
+  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  if (dst) kernels::copy(dst, in, bytes, streaming_);
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::copySend(int to, const void* src, void* dst, size_t count) {
+  void* out;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(acquireOut(to, &out));
+  std::memcpy(out, src, bytes);
+  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  if (dst && dst != src) kernels::copy(dst, src, bytes, streaming_);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::sendMany(const int* to, int nto, const void* src, size_t count) {
+  for (int i = 0; i < nto; ++i) CHORUS_CHECK(send(to[i], src, count, false));
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvCopySendMany(int from, const int* to, int nto, void* dst,
+                                       size_t count) {
+  const void* in;
+  const size_t bytes = count * elem_;
+  CHORUS_CHECK(waitIn(from, bytes, &in));
+  for (int i = 0; i < nto; ++i) {
+    void* out;
+    CHORUS_CHECK(acquireOut(to[i], &out));
+    std::memcpy(out, in, bytes);
+    comm_->sendConn[static_cast<size_t>(to[i])]->post(bytes);
+  }
+  if (dst) kernels::copy(dst, in, bytes, streaming_);
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::sendLL(int to, const void* src, size_t bytes) {
+  chorusResult_t r = comm_->sendConn[static_cast<size_t>(to)]->sendLL(src, bytes, w_);
+  if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL space at", to);
+  return chorusSuccess;
+}
+
+chorusResult_t Prims::recvLL(int from, void* dst, size_t bytes) {
+  chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->recvLL(dst, bytes, w_);
+  if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL data from", from);
+  return chorusSuccess;
+}
+
+}  // namespace chorus

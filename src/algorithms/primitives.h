@@ -1,0 +1,66 @@
+// primitives.h — the steps every algorithm is built from.
+//
+// Each primitive moves at most one slot: it waits for the input slot from one peer and/or
+// a free output slot to another, combines with the local input in a single pass, and
+// publishes. Fusing receive + reduce + copy + send in one pass is what keeps the number of
+// bytes touched per element near the minimum (see docs/ARCHITECTURE.md).
+#pragma once
+
+#include <cstddef>
+
+#include "comm/comm.h"
+#include "host/host_reduce.h"
+#include "transport.h"
+
+namespace chorus {
+
+class Prims {
+ public:
+  /// `what` names the operation in timeout messages ("all_reduce #7").
+  Prims(chorusComm* comm, const kernels::ReduceSpec& spec, const char* what, uint64_t seq,
+        bool streaming);
+
+  size_t elemSize() const { return elem_; }
+  const kernels::ReduceSpec& spec() const { return spec_; }
+  const WaitCtx& waitCtx() const { return w_; }
+
+  /// slot(to) = pre?(src)
+  chorusResult_t send(int to, const void* src, size_t count, bool pre);
+  /// dst = slot(from)
+  chorusResult_t recv(int from, void* dst, size_t count);
+  /// slot(to) = slot(from) OP pre?(local)
+  chorusResult_t recvReduceSend(int from, int to, const void* local, size_t count,
+                                bool pre = true);
+  /// dst = post?(slot(from) OP pre?(local))
+  chorusResult_t recvReduceCopy(int from, const void* local, void* dst, size_t count, bool post,
+                                bool pre = true);
+  /// slot(to) = dst = post?(slot(from) OP pre(local))
+  chorusResult_t recvReduceCopySend(int from, int to, const void* local, void* dst,
+                                    size_t count, bool post);
+  /// slot(to) = dst = slot(from); dst may be null (pure forwarding)
+  chorusResult_t recvCopySend(int from, int to, void* dst, size_t count);
+  /// slot(to) = src, and dst = src when dst is non-null and differs from src
+  chorusResult_t copySend(int to, const void* src, void* dst, size_t count);
+  /// Sends the same slot content to several peers (tree fan-out): slot(to_i) = src
+  chorusResult_t sendMany(const int* to, int nto, const void* src, size_t count);
+  /// slot(to_i) = dst = slot(from) for every i
+  chorusResult_t recvCopySendMany(int from, const int* to, int nto, void* dst, size_t count);
+
+  /// Low-latency path.
+  chorusResult_t sendLL(int to, const void* src, size_t bytes);
+  chorusResult_t recvLL(int from, void* dst, size_t bytes);
+
+ private:
+  chorusResult_t waitIn(int from, size_t bytes, const void** slot);
+  chorusResult_t acquireOut(int to, void** slot);
+  chorusResult_t failed(chorusResult_t r, const char* doing, int peer);
+
+  chorusComm* comm_;
+  kernels::ReduceSpec spec_;
+  size_t elem_;
+  WaitCtx w_;
+  uint64_t seq_;
+  bool streaming_;
+};
+
+}  // namespace chorus

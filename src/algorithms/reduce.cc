@@ -1,0 +1,31 @@
+// reduce.cc — all to root: a pipelined chain in ring order ending at the root, each rank
+// adding its input to the passing partial sum.
+#include <algorithm>
+
+#include "algorithms/algorithms.h"
+#include "algorithms/primitives.h"
+#include "core/checks.h"
+
+namespace chorus {
+
+chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const int pos = (rank - root - 1 + 2 * n) % n;  // root is last (pos n-1)
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const size_t elem = p.elemSize();
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    if (pos == 0)
+      CHORUS_CHECK(p.send(next, in + off * elem, cnt, true));
+    else if (pos == n - 1)
+      CHORUS_CHECK(p.recvReduceCopy(prev, in + off * elem, out + off * elem, cnt, true));
+    else
+      CHORUS_CHECK(p.recvReduceSend(prev, next, in + off * elem, cnt));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace chorus

@@ -1,0 +1,181 @@
+// collectives.cc — the collective entry points: check every argument, resolve the op,
+// hand a validated call to the enqueue layer.
+#include "algorithms/algorithms.h"
+#include "api/resolve.h"
+#include "chorus.h"
+#include "comm/comm.h"
+#include "core/checks.h"
+#include "core/debug.h"
+#include "enqueue/enqueue.h"
+#include "enqueue/ptrcheck.h"
+
+namespace chorus {
+namespace {
+
+struct Call {
+  Coll coll;
+  const char* api;
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;
+  chorusDataType_t type;
+  chorusRedOp_t op;
+  int root;  // root or peer; -1 when unused
+  chorusComm* comm;
+  chorusStream_t stream;
+};
+
+bool isReducing(Coll c) {
+  return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
+}
+bool hasRoot(Coll c) {
+  return c == Coll::Broadcast || c == Coll::Reduce || c == Coll::Scatter || c == Coll::Gather ||
+         c == Coll::Send || c == Coll::Recv;
+}
+
+chorusResult_t validate(const Call& c, CollArgs* out) {
+  chorusComm* comm = c.comm;
+  CHORUS_CHECK(commCheck(comm, c.api));
+  if (comm->abortFlag.load(std::memory_order_relaxed))
+    CHORUS_FAIL(chorusAborted, "%s: rank %d's communicator was aborted", c.api, comm->rank);
+  if (static_cast<unsigned>(c.type) >= chorusNumTypes)
+    CHORUS_FAIL(chorusInvalidArgument, "%s: datatype %d is not a chorusDataType_t", c.api,
+                static_cast<int>(c.type));
+  const int n = comm->nranks;
+  if (hasRoot(c.coll) && (c.root < 0 || c.root >= n))
+    CHORUS_FAIL(chorusInvalidArgument, "%s: %s %d is outside [0, %d)", c.api,
+                (c.coll == Coll::Send || c.coll == Coll::Recv) ? "peer" : "root", c.root, n);
+  const size_t elem = kernels::typeSize(c.type);
+  const size_t maxCount = SIZE_MAX / elem / static_cast<size_t>(n);
+  if (c.count > maxCount)
+    CHORUS_FAIL(chorusInvalidArgument, "%s: count %zu of %zu-byte elements overflows size_t", c.api,
+                c.count, elem);
+  kernels::ReduceSpec spec;
+  spec.type = c.type;
+  if (isReducing(c.coll)) CHORUS_CHECK(resolveReduceSpec(comm, c.op, c.type, c.api, &spec));
+
+  const size_t one = c.count * elem, all = one * static_cast<size_t>(n);
+  const bool isRoot = comm->rank == c.root;
+  size_t sendBytes = one, recvBytes = one;
+  switch (c.coll) {
+    case Coll::AllReduce: break;
+    case Coll::Broadcast: sendBytes = isRoot ? one : 0; break;
+    case Coll::Reduce: recvBytes = isRoot ? one : 0; break;
+    case Coll::AllGather: recvBytes = all; break;
+    case Coll::ReduceScatter: sendBytes = all; break;
+    case Coll::Scatter: sendBytes = isRoot ? all : 0; break;
+    case Coll::Gather: recvBytes = isRoot ? all : 0; break;
+    case Coll::AllToAll: sendBytes = recvBytes = all; break;
+    case Coll::Send: recvBytes = 0; break;
+    case Coll::Recv: sendBytes = 0; break;
+    case Coll::Barrier: sendBytes = recvBytes = 0; break;
+  }
+  CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff"));
+  CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff"));
+  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, c.type, spec, c.root};
+  return chorusSuccess;
+}
+
+chorusResult_t submit(const Call& c) {
+  clearThreadLastError();
+  if (c.comm && c.comm->magic == kCommMagic) setLogRank(c.comm->rank);
+  CollArgs args;
+  chorusResult_t r = validate(c, &args);
+  if (r == chorusSuccess) r = enqueueOp(Op{c.comm, args, c.stream});
+  if (r != chorusSuccess && c.comm && c.comm->magic == kCommMagic) commRecordError(c.comm, r);
+  return r;
+}
+
+}  // namespace
+}  // namespace chorus
+
+using chorus::Coll;
+
+extern "C" {
+
+CHORUS_API chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          chorusDataType_t datatype, chorusRedOp_t op,
+                                          chorusComm_t comm, chorusStream_t stream) {
+  return chorus::submit({Coll::AllReduce, "chorusAllReduce", sendbuff, recvbuff, count, datatype,
+                         op, -1, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                          chorusDataType_t datatype, int root, chorusComm_t comm,
+                                          chorusStream_t stream) {
+  return chorus::submit({Coll::Broadcast, "chorusBroadcast", sendbuff, recvbuff, count, datatype,
+                         chorusSum, root, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       chorusDataType_t datatype, chorusRedOp_t op, int root,
+                                       chorusComm_t comm, chorusStream_t stream) {
+  return chorus::submit({Coll::Reduce, "chorusReduce", sendbuff, recvbuff, count, datatype, op,
+                         root, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                          chorusDataType_t datatype, chorusComm_t comm,
+                                          chorusStream_t stream) {
+  return chorus::submit({Coll::AllGather, "chorusAllGather", sendbuff, recvbuff, sendcount,
+                         datatype, chorusSum, -1, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff,
+                                              size_t recvcount, chorusDataType_t datatype,
+                                              chorusRedOp_t op, chorusComm_t comm,
+                                              chorusStream_t stream) {
+  return chorus::submit({Coll::ReduceScatter, "chorusReduceScatter", sendbuff, recvbuff, recvcount,
+                         datatype, op, -1, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                        chorusDataType_t datatype, int root, chorusComm_t comm,
+                                        chorusStream_t stream) {
+  return chorus::submit({Coll::Scatter, "chorusScatter", sendbuff, recvbuff, count, datatype,
+                         chorusSum, root, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
+                                       chorusDataType_t datatype, int root, chorusComm_t comm,
+                                       chorusStream_t stream) {
+  return chorus::submit({Coll::Gather, "chorusGather", sendbuff, recvbuff, count, datatype,
+                         chorusSum, root, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                                         chorusDataType_t datatype, chorusComm_t comm,
+                                         chorusStream_t stream) {
+  return chorus::submit({Coll::AllToAll, "chorusAllToAll", sendbuff, recvbuff, count, datatype,
+                         chorusSum, -1, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream) {
+  return chorus::submit({Coll::Barrier, "chorusBarrier", nullptr, nullptr, 0, chorusInt8,
+                         chorusSum, -1, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
+                                     chorusDataType_t datatype, int peer, chorusComm_t comm,
+                                     chorusStream_t stream) {
+  return chorus::submit({Coll::Send, "chorusSend", sendbuff, nullptr, count, datatype, chorusSum,
+                         peer, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
+                                     int peer, chorusComm_t comm, chorusStream_t stream) {
+  return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, datatype, chorusSum,
+                         peer, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusGroupStart(void) {
+  chorus::clearThreadLastError();
+  return chorus::groupStart();
+}
+
+CHORUS_API chorusResult_t chorusGroupEnd(void) {
+  chorus::clearThreadLastError();
+  return chorus::groupEnd();
+}
+
+}  // extern "C"

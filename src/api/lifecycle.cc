@@ -1,0 +1,209 @@
+// lifecycle.cc — creating, splitting, finishing and destroying communicators.
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "chorus.h"
+#include "comm/comm.h"
+#include "comm/env_init.h"
+#include "comm/split.h"
+#include "core/checks.h"
+#include "core/debug.h"
+
+namespace chorus {
+namespace {
+
+chorusResult_t checkConfig(const chorusConfig_t* config, const char* api) {
+  if (!config) return chorusSuccess;
+  if (config->magic != CHORUS_CONFIG_MAGIC || config->size < offsetof(chorusConfig_t, commName))
+    CHORUS_FAIL(chorusInvalidArgument,
+                "%s: config was not initialized with CHORUS_CONFIG_INITIALIZER", api);
+  return chorusSuccess;
+}
+
+chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id, int rank,
+                        const chorusConfig_t* config, const char* api) {
+  clearThreadLastError();
+  if (!out) CHORUS_FAIL(chorusInvalidArgument, "%s: comm (output pointer) is NULL", api);
+  *out = nullptr;
+  if (nranks < 1) CHORUS_FAIL(chorusInvalidArgument, "%s: nranks %d must be >= 1", api, nranks);
+  if (rank < 0 || rank >= nranks)
+    CHORUS_FAIL(chorusInvalidArgument, "%s: rank %d is outside [0, %d)", api, rank, nranks);
+  CHORUS_CHECK(checkConfig(config, api));
+  auto* comm = new chorusComm();
+  const bool blocking =
+      !config || config->blocking == CHORUS_CONFIG_UNDEF_INT || config->blocking != 0;
+  if (!blocking) {
+    // Non-blocking: init runs on a thread; chorusCommGetAsyncError reports progress.
+    comm->asyncError.store(chorusInProgress);
+    chorusConfig_t cfg = *config;
+    std::string name = config->commName ? config->commName : "";
+    comm->initThread = std::thread([comm, id, nranks, rank, cfg, name]() mutable {
+      cfg.commName = name.empty() ? nullptr : name.c_str();
+      clearThreadLastError();
+      chorusResult_t r = commInit(comm, id, nranks, rank, &cfg);
+      if (r != chorusSuccess) commRecordError(comm, r);
+      comm->asyncError.store(r);
+    });
+    *out = comm;
+    return chorusInProgress;
+  }
+  chorusResult_t r = commInit(comm, id, nranks, rank, config);
+  if (r != chorusSuccess) {
+    commFree(comm);
+    return r;
+  }
+  *out = comm;
+  return chorusSuccess;
+}
+
+}  // namespace
+}  // namespace chorus
+
+using namespace chorus;
+
+extern "C" {
+
+CHORUS_API chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
+  clearThreadLastError();
+  if (!uniqueId) CHORUS_FAIL(chorusInvalidArgument, "chorusGetUniqueId: uniqueId is NULL");
+  return bootstrapCreateRoot(uniqueId);
+}
+
+CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks,
+                                             chorusUniqueId commId, int rank) {
+  return initRank(comm, nranks, commId, rank, nullptr, "chorusCommInitRank");
+}
+
+CHORUS_API chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks,
+                                                   chorusUniqueId commId, int rank,
+                                                   chorusConfig_t* config) {
+  return initRank(comm, nranks, commId, rank, config, "chorusCommInitRankConfig");
+}
+
+CHORUS_API chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devlist) {
+  (void)devlist;
+  clearThreadLastError();
+  if (!comms) CHORUS_FAIL(chorusInvalidArgument, "chorusCommInitAll: comms is NULL");
+  if (ndev < 1) CHORUS_FAIL(chorusInvalidArgument, "chorusCommInitAll: ndev %d must be >= 1", ndev);
+  chorusUniqueId id;
+  CHORUS_CHECK(bootstrapCreateRoot(&id));
+  std::vector<chorusResult_t> res(static_cast<size_t>(ndev), chorusSuccess);
+  std::vector<std::string> details(static_cast<size_t>(ndev));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i)
+    threads.emplace_back([&, i] {
+      res[static_cast<size_t>(i)] = initRank(&comms[i], ndev, id, i, nullptr, "chorusCommInitAll");
+      details[static_cast<size_t>(i)] = threadLastError();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < ndev; ++i) {
+    if (res[static_cast<size_t>(i)] != chorusSuccess) {
+      for (int j = 0; j < ndev; ++j) {
+        commFree(comms[j]);
+        comms[j] = nullptr;
+      }
+      return fail(res[static_cast<size_t>(i)], __FILE__, __LINE__, "rank %d: %s", i,
+                  details[static_cast<size_t>(i)].c_str());
+    }
+  }
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm, chorusConfig_t* config) {
+  clearThreadLastError();
+  if (!comm) CHORUS_FAIL(chorusInvalidArgument, "chorusCommInitFromEnv: comm is NULL");
+  *comm = nullptr;
+  EnvRendezvous rv;
+  CHORUS_CHECK(rendezvousFromEnv(&rv));
+  chorusResult_t r = initRank(comm, rv.nranks, rv.id, rv.rank, config, "chorusCommInitFromEnv");
+  if (r == chorusSuccess) rendezvousDone(rv);
+  return r;
+}
+
+CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
+                                          chorusComm_t* newcomm, chorusConfig_t* config) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommSplit"));
+  if (!newcomm) CHORUS_FAIL(chorusInvalidArgument, "chorusCommSplit: newcomm is NULL");
+  *newcomm = nullptr;
+  if (color < 0 && color != CHORUS_SPLIT_NOCOLOR)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusCommSplit: color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR",
+                color);
+  CHORUS_CHECK(checkConfig(config, "chorusCommSplit"));
+  SplitResult s;
+  chorusResult_t r;
+  {
+    std::lock_guard<std::mutex> lock(comm->execMutex);
+    r = splitRendezvous(comm, color, key, &s);
+  }
+  if (r != chorusSuccess) {
+    commRecordError(comm, r);
+    return r;
+  }
+  if (!s.member) return chorusSuccess;
+  r = initRank(newcomm, s.nranks, s.id, s.rank, config, "chorusCommSplit");
+  if (r != chorusSuccess && r != chorusInProgress) commRecordError(comm, r);
+  return r;
+}
+
+CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommFinalize"));
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Operations queued on streams finish under execMutex; taking it waits for a running one.
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  int err = comm->asyncError.load();
+  return static_cast<chorusResult_t>(err == chorusInProgress ? chorusSuccess : err);
+}
+
+CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm) {
+  clearThreadLastError();
+  if (comm == nullptr) return chorusSuccess;
+  CHORUS_CHECK(commCheck(comm, "chorusCommDestroy"));
+  if (comm->initThread.joinable()) comm->initThread.join();
+  { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  commFree(comm);
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
+  clearThreadLastError();
+  if (comm == nullptr) return chorusSuccess;
+  CHORUS_CHECK(commCheck(comm, "chorusCommAbort"));
+  comm->abortFlag.store(1);
+  if (comm->bootstrap) comm->bootstrap->abort();
+  for (auto& t : comm->transports) t->wakeAll();
+  if (comm->initThread.joinable()) comm->initThread.join();
+  // Wait for the operation in flight (it sees the flag and returns chorusAborted).
+  { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  commFree(comm);
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommGetAsyncError"));
+  if (!asyncError) CHORUS_FAIL(chorusInvalidArgument, "chorusCommGetAsyncError: asyncError is NULL");
+  *asyncError = static_cast<chorusResult_t>(comm->asyncError.load());
+  if (*asyncError != chorusInProgress && comm->initThread.joinable()) comm->initThread.join();
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommCount"));
+  if (!count) CHORUS_FAIL(chorusInvalidArgument, "chorusCommCount: count is NULL");
+  *count = comm->nranks;
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommUserRank"));
+  if (!rank) CHORUS_FAIL(chorusInvalidArgument, "chorusCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return chorusSuccess;
+}
+
+}  // extern "C"

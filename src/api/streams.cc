@@ -1,0 +1,92 @@
+// streams.cc — host streams and user reduction ops.
+#include <cstring>
+
+#include "api/resolve.h"
+#include "chorus.h"
+#include "comm/comm.h"
+#include "core/checks.h"
+#include "enqueue/stream.h"
+
+using namespace chorus;
+
+extern "C" {
+
+CHORUS_API chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
+  clearThreadLastError();
+  if (!stream) CHORUS_FAIL(chorusInvalidArgument, "chorusStreamCreate: stream is NULL");
+  return streamCreate(stream);
+}
+
+CHORUS_API chorusResult_t chorusStreamSynchronize(chorusStream_t stream) {
+  clearThreadLastError();
+  if (!stream) return chorusSuccess;  // the NULL stream is always synchronous
+  return streamSynchronize(stream);
+}
+
+CHORUS_API chorusResult_t chorusStreamQuery(chorusStream_t stream) {
+  clearThreadLastError();
+  if (!stream) return chorusSuccess;
+  return streamQuery(stream);
+}
+
+CHORUS_API chorusResult_t chorusStreamDestroy(chorusStream_t stream) {
+  clearThreadLastError();
+  if (!stream) return chorusSuccess;
+  chorusResult_t r = streamSynchronize(stream);
+  streamDestroy(stream);
+  return r;
+}
+
+CHORUS_API chorusResult_t chorusStreamFromCuda(void* cudaStream, chorusStream_t* stream) {
+  clearThreadLastError();
+  (void)cudaStream;
+  if (stream) *stream = nullptr;
+  CHORUS_FAIL(chorusInvalidUsage,
+              "chorusStreamFromCuda: CUDA streams are not supported by this build (device "
+              "buffers are future work); use a host stream or NULL");
+}
+
+CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar,
+                                                     chorusDataType_t datatype,
+                                                     chorusScalarResidence_t residence,
+                                                     chorusComm_t comm) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusRedOpCreatePreMulSum"));
+  if (!op) CHORUS_FAIL(chorusInvalidArgument, "chorusRedOpCreatePreMulSum: op is NULL");
+  if (!scalar) CHORUS_FAIL(chorusInvalidArgument, "chorusRedOpCreatePreMulSum: scalar is NULL");
+  if (static_cast<unsigned>(datatype) >= chorusNumTypes)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusRedOpCreatePreMulSum: datatype %d is invalid",
+                static_cast<int>(datatype));
+  if (residence != chorusScalarHostImmediate)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "chorusRedOpCreatePreMulSum: only chorusScalarHostImmediate is supported on "
+                "host buffers");
+  kernels::ReduceSpec spec;
+  spec.type = datatype;
+  spec.kind = kernels::ReduceKind::Sum;
+  spec.preMul = true;
+  std::memcpy(spec.scalar, scalar, kernels::typeSize(datatype));
+  std::lock_guard<std::mutex> lock(comm->userOpsMutex);
+  size_t i = 0;
+  while (i < comm->userOps.size() && comm->userOps[i].inUse) ++i;
+  if (i == comm->userOps.size()) comm->userOps.emplace_back();
+  comm->userOps[i].inUse = true;
+  comm->userOps[i].spec = spec;
+  *op = static_cast<chorusRedOp_t>(chorusNumOps + static_cast<int>(i));
+  return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusRedOpDestroy"));
+  const long idx = static_cast<long>(op) - chorusNumOps;
+  std::lock_guard<std::mutex> lock(comm->userOpsMutex);
+  if (idx < 0 || idx >= static_cast<long>(comm->userOps.size()) ||
+      !comm->userOps[static_cast<size_t>(idx)].inUse)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusRedOpDestroy: op %d is not a live user op",
+                static_cast<int>(op));
+  comm->userOps[static_cast<size_t>(idx)].inUse = false;
+  return chorusSuccess;
+}
+
+}  // extern "C"

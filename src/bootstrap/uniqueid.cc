@@ -1,0 +1,105 @@
+#include "bootstrap/uniqueid.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <sys/random.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "bootstrap/bootstrap.h"
+#include "core/checks.h"
+#include "core/debug.h"
+
+namespace chorus {
+
+chorusResult_t encodeUniqueId(const SockAddr& root, const uint8_t* secret, chorusUniqueId* id) {
+  if (!root.validFamily())
+    CHORUS_FAIL(chorusInvalidArgument, "root address has family %d", root.family());
+  UniqueIdData d;
+  memset(&d, 0, sizeof(d));
+  d.magic = kUniqueIdMagic;
+  d.addrLen = root.len;
+  memcpy(d.secret, secret, kSecretBytes);
+  memcpy(d.addr, &root.ss, root.len);
+  memset(id, 0, sizeof(*id));
+  memcpy(id->internal, &d, sizeof(d));
+  return chorusSuccess;
+}
+
+chorusResult_t decodeUniqueId(const chorusUniqueId& id, SockAddr* root, uint8_t* secret) {
+  UniqueIdData d;
+  memcpy(&d, id.internal, sizeof(d));
+  if (d.magic != kUniqueIdMagic)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "unique id has a bad magic (0x%08x): not made by chorusGetUniqueId?", d.magic);
+  if (d.addrLen > sizeof(d.addr) || !root->assign(d.addr, d.addrLen))
+    CHORUS_FAIL(chorusInvalidArgument, "unique id holds a malformed root address (%u bytes)",
+                d.addrLen);
+  memcpy(secret, d.secret, kSecretBytes);
+  return chorusSuccess;
+}
+
+chorusResult_t randomSecret(uint8_t* secret) {
+  size_t got = 0;
+  while (got < kSecretBytes) {
+    ssize_t n = getrandom(secret + got, kSecretBytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      CHORUS_FAIL(chorusSystemError, "getrandom: %s", strerror(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t resolveHost(const char* host, int port, bool passive, SockAddr* out) {
+  if (host == nullptr) CHORUS_FAIL(chorusInvalidArgument, "host is NULL");
+  if (port < 0 || port > 65535) CHORUS_FAIL(chorusInvalidArgument, "port %d out of range", port);
+  // Accept "[v6addr]" as well as the bare address.
+  char name[256];
+  size_t n = strlen(host);
+  if (n >= sizeof(name)) CHORUS_FAIL(chorusInvalidArgument, "host name too long (%zu)", n);
+  if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+    memcpy(name, host + 1, n - 2);
+    name[n - 2] = '\0';
+  } else {
+    memcpy(name, host, n + 1);
+  }
+  char service[16];
+  snprintf(service, sizeof(service), "%d", port);
+  addrinfo hints;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(name[0] ? name : nullptr, service, &hints, &res);
+  if (rc != 0)
+    CHORUS_FAIL(chorusInvalidArgument, "cannot resolve '%s': %s", host, gai_strerror(rc));
+  bool ok = false;
+  for (addrinfo* ai = res; ai && !ok; ai = ai->ai_next) {
+    if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+        out->assign(ai->ai_addr, ai->ai_addrlen))
+      ok = true;
+  }
+  freeaddrinfo(res);
+  if (!ok) CHORUS_FAIL(chorusInvalidArgument, "'%s' has no IPv4/IPv6 address", host);
+  return chorusSuccess;
+}
+
+chorusResult_t bootstrapIdFor(const char* host, int port, const uint8_t secret[16],
+                              chorusUniqueId* id) {
+  if (id == nullptr || secret == nullptr)
+    CHORUS_FAIL(chorusInvalidArgument, "bootstrapIdFor: NULL %s", id ? "secret" : "id");
+  if (host == nullptr || host[0] == '\0')
+    CHORUS_FAIL(chorusInvalidArgument, "bootstrapIdFor: empty host");
+  if (port <= 0 || port > 65535)
+    CHORUS_FAIL(chorusInvalidArgument, "bootstrapIdFor: port %d out of range", port);
+  SockAddr a;
+  CHORUS_CHECK(resolveHost(host, port, false, &a));
+  CHORUS_CHECK(encodeUniqueId(a, secret, id));
+  return chorusSuccess;
+}
+
+}  // namespace chorus

@@ -1,0 +1,24 @@
+// uniqueid.h — packing the root address and secret into a chorusUniqueId, and the small
+// helpers around it (random secrets, name resolution).
+#pragma once
+
+#include <cstdint>
+
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+#include "chorus.h"
+
+namespace chorus {
+
+chorusResult_t encodeUniqueId(const SockAddr& root, const uint8_t* secret, chorusUniqueId* id);
+/// Checks magic and address; a bad id is chorusInvalidArgument.
+chorusResult_t decodeUniqueId(const chorusUniqueId& id, SockAddr* root, uint8_t* secret);
+
+/// 16 bytes from getrandom().
+chorusResult_t randomSecret(uint8_t* secret);
+
+/// Resolves host:port (a name or a numeric IPv4/IPv6 address) to its first stream
+/// address. `passive` with an empty host gives the wildcard address.
+chorusResult_t resolveHost(const char* host, int port, bool passive, SockAddr* out);
+
+}  // namespace chorus

@@ -1,0 +1,122 @@
+// comm.h — the communicator: everything one rank knows about its group.
+//
+// All mutable state of the library lives here (or in a stream): connections, tuning
+// knobs read at init, the user's pre-multiplied-sum ops, the last error, the abort flag.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "chorus.h"
+#include "host/host_reduce.h"
+#include "transport.h"
+
+namespace chorus {
+
+constexpr uint64_t kCommMagic = 0x43484f52434f4d4dull;   // "CHORCOMM"
+constexpr uint64_t kCommDeadMagic = 0xdeadc0dedeadc0deull;
+
+/// A user op made by chorusRedOpCreatePreMulSum.
+struct UserOp {
+  bool inUse = false;
+  kernels::ReduceSpec spec;
+};
+
+/// Buffers an algorithm may borrow for the duration of one call.
+struct Scratch {
+  std::vector<char> a;
+  std::vector<char> b;
+  void* get(std::vector<char>& v, size_t bytes) {
+    if (v.size() < bytes) v.resize(bytes);
+    return v.data();
+  }
+};
+
+/// Recently validated user buffer ranges (see enqueue/ptrcheck.h).
+struct PtrCache {
+  struct Range {
+    uintptr_t lo = 0, hi = 0;
+  };
+  std::mutex mutex;
+  std::array<Range, 16> ranges{};
+  size_t next = 0;
+};
+
+/// The knobs that shape the data path, read once at init from the parameter registry.
+struct CommTuning {
+  size_t slotBytes;      // CHORUS_CHUNKSIZE
+  int fifoDepth;         // slots per connection
+  size_t llBytes;        // CHORUS_LL_THRESHOLD
+  size_t treeBytes;      // CHORUS_TREE_THRESHOLD
+  size_t ntBytes;        // CHORUS_NT_THRESHOLD
+  int spin;              // polls before yielding
+  std::string algo;      // CHORUS_ALGO
+  std::string proto;     // CHORUS_PROTO
+};
+
+}  // namespace chorus
+
+struct chorusComm {
+  uint64_t magic = chorus::kCommMagic;
+  int rank = 0;
+  int nranks = 0;
+  std::string name;
+  int64_t timeoutNs = 0;
+  uint64_t commHash = 0;
+  chorusUniqueId id{};
+
+  std::atomic<int> abortFlag{0};
+  std::atomic<int> asyncError{chorusSuccess};
+
+  std::unique_ptr<chorus::Bootstrap> bootstrap;
+  std::vector<chorus::PeerInfo> peers;
+  std::vector<std::unique_ptr<chorus::Transport>> transports;
+  std::vector<std::unique_ptr<chorus::SendConn>> sendConn;  // by peer rank
+  std::vector<std::unique_ptr<chorus::RecvConn>> recvConn;  // by peer rank
+  int localRanks = 1;
+  int ncpus = 1;
+
+  chorus::CommTuning tuning{};
+  std::vector<chorus::UserOp> userOps;
+  std::mutex userOpsMutex;
+
+  /// Serializes operations on this communicator (a blocking call and a stream worker
+  /// must not interleave their slots).
+  std::mutex execMutex;
+  uint64_t opCount = 0;  // sequence number of collectives, for messages and checks
+  chorus::Scratch scratch;
+  chorus::PtrCache ptrCache;
+
+  std::mutex errorMutex;
+  std::string lastError;
+
+  /// Non-blocking init runs here.
+  std::thread initThread;
+};
+
+namespace chorus {
+
+/// Deadline for a wait starting now.
+int64_t commDeadline(const chorusComm* comm);
+
+/// Records this thread's last error detail on the communicator.
+void commRecordError(chorusComm* comm, chorusResult_t res);
+
+/// Full initialization of an allocated communicator (bootstrap, transports, connect).
+chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, int rank,
+                        const chorusConfig_t* config);
+
+/// Frees everything; the pointer is invalid afterwards.
+void commFree(chorusComm* comm);
+
+/// Validates a communicator handle passed by the user.
+chorusResult_t commCheck(const chorusComm* comm, const char* api);
+
+}  // namespace chorus

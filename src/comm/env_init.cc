@@ -1,0 +1,172 @@
+#include "comm/env_init.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "comm/hostid.h"
+#include "core/checks.h"
+#include "core/debug.h"
+#include "core/params.h"
+
+namespace chorus {
+namespace {
+
+// Launcher variables are facts about this process, not tunables, so they are read here
+// directly rather than through the parameter registry.
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+bool parseNonNeg(const char* s, int* out) {
+  if (!s) return false;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < 0 || v > (1 << 24)) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+chorusResult_t findRankAndSize(EnvRendezvous* rv) {
+  static const struct {
+    const char* rank;
+    const char* size;
+    const char* source;
+  } kLaunchers[] = {
+      {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "chorusrun"},
+      {"RANK", "WORLD_SIZE", "torchrun"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+      {"PMI_RANK", "PMI_SIZE", "PMI"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
+  };
+  for (const auto& l : kLaunchers) {
+    const char* r = env(l.rank);
+    const char* s = env(l.size);
+    if (!r && !s) continue;
+    if (!parseNonNeg(r, &rv->rank) || !parseNonNeg(s, &rv->nranks) || rv->nranks < 1 ||
+        rv->rank >= rv->nranks)
+      CHORUS_FAIL(chorusInvalidArgument, "chorusCommInitFromEnv: %s=%s %s=%s is not a valid rank/size",
+                  l.rank, r ? r : "(unset)", l.size, s ? s : "(unset)");
+    rv->source = l.source;
+    return chorusSuccess;
+  }
+  CHORUS_FAIL(chorusInvalidUsage,
+              "chorusCommInitFromEnv: no rank/size in the environment (expected CHORUS_RANK/"
+              "CHORUS_WORLD_SIZE from chorusrun, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or "
+              "SLURM_PROCID/SLURM_NTASKS)");
+}
+
+chorusResult_t secretFor(const std::string& where, int nranks, uint8_t secret[16]) {
+  const std::string& given = paramString(Param::Secret);
+  if (!given.empty()) {
+    if (given.size() != 32)
+      CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET must be 32 hex digits (it has %zu characters)",
+                  given.size());
+    for (int i = 0; i < 16; ++i) {
+      unsigned v;
+      if (std::sscanf(given.c_str() + 2 * i, "%2x", &v) != 1)
+        CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET is not hexadecimal");
+      secret[i] = static_cast<uint8_t>(v);
+    }
+    return chorusSuccess;
+  }
+  // No secret given: derive one every rank can compute. This only keeps strangers from
+  // joining by accident; set CHORUS_SECRET (chorusrun does) to keep them out on purpose.
+  std::string seed = "chorus-rendezvous:" + where + ":" + std::to_string(nranks);
+  uint64_t a = fnv1a(seed.data(), seed.size());
+  uint64_t b = fnv1a(seed.data(), seed.size(), a);
+  std::memcpy(secret, &a, 8);
+  std::memcpy(secret + 8, &b, 8);
+  return chorusSuccess;
+}
+
+chorusResult_t tcpRendezvous(const std::string& hostport, EnvRendezvous* rv) {
+  std::string host;
+  std::string port;
+  if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
+    size_t close = hostport.find(']');
+    if (close == std::string::npos || close + 1 >= hostport.size() || hostport[close + 1] != ':')
+      CHORUS_FAIL(chorusInvalidArgument, "rendezvous address '%s' is not [host]:port", hostport.c_str());
+    host = hostport.substr(1, close - 1);
+    port = hostport.substr(close + 2);
+  } else {
+    size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos)
+      CHORUS_FAIL(chorusInvalidArgument, "rendezvous address '%s' is not host:port", hostport.c_str());
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+  }
+  int portNum = 0;
+  if (!parseNonNeg(port.c_str(), &portNum) || portNum < 1 || portNum > 65535)
+    CHORUS_FAIL(chorusInvalidArgument, "rendezvous port '%s' is not in 1..65535", port.c_str());
+  uint8_t secret[16];
+  CHORUS_CHECK(secretFor(hostport, rv->nranks, secret));
+  if (rv->rank == 0) return bootstrapCreateRootAt(host.c_str(), portNum, secret, &rv->id);
+  return bootstrapIdFor(host.c_str(), portNum, secret, &rv->id);
+}
+
+chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
+  if (rv->rank == 0) {
+    CHORUS_CHECK(bootstrapCreateRoot(&rv->id));
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) CHORUS_FAIL(chorusSystemError, "cannot write rendezvous file %s: %s", tmp.c_str(), strerror(errno));
+    size_t w = std::fwrite(&rv->id, sizeof(rv->id), 1, f);
+    std::fclose(f);
+    if (w != 1 || std::rename(tmp.c_str(), path.c_str()) != 0)
+      CHORUS_FAIL(chorusSystemError, "cannot publish rendezvous file %s: %s", path.c_str(), strerror(errno));
+    rv->fileToRemove = path;
+    return chorusSuccess;
+  }
+  const int64_t deadline = monotonicNs() + paramInt(Param::TimeoutS) * 1000000000ll;
+  for (;;) {
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      size_t r = std::fread(&rv->id, sizeof(rv->id), 1, f);
+      std::fclose(f);
+      if (r == 1) return chorusSuccess;
+    }
+    if (monotonicNs() > deadline)
+      CHORUS_FAIL(chorusTimeout, "rank %d: rendezvous file %s never appeared (is rank 0 running?)",
+                  rv->rank, path.c_str());
+    usleep(10000);
+  }
+}
+
+}  // namespace
+
+chorusResult_t rendezvousFromEnv(EnvRendezvous* rv) {
+  CHORUS_CHECK(findRankAndSize(rv));
+  std::string init = paramString(Param::Init);
+  if (init.empty() && env("MASTER_ADDR") && env("MASTER_PORT"))
+    init = std::string("tcp://") + env("MASTER_ADDR") + ":" + env("MASTER_PORT");
+  if (init.empty()) {
+    // One host, no address: meet in a file named after the launcher's job.
+    const char* job = env("OMPI_MCA_ess_base_jobid");
+    std::string key = job ? std::string("ompi-") + job : "";
+    if (key.empty() && env("SLURM_JOB_ID"))
+      key = std::string("slurm-") + env("SLURM_JOB_ID") + "." + (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "0");
+    if (key.empty())
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "chorusCommInitFromEnv: no rendezvous (%s gave rank %d of %d): set "
+                  "CHORUS_INIT=tcp://host:port or file:///path, or MASTER_ADDR/MASTER_PORT",
+                  rv->source.c_str(), rv->rank, rv->nranks);
+    init = "file:///tmp/chorus-rendezvous-" + key;
+  }
+  CHORUS_INFO(kLogInit, "rank %d of %d (from %s), rendezvous %s", rv->rank, rv->nranks,
+              rv->source.c_str(), init.c_str());
+  if (init.rfind("tcp://", 0) == 0) return tcpRendezvous(init.substr(6), rv);
+  if (init.rfind("file://", 0) == 0) return fileRendezvous(init.substr(7), rv);
+  CHORUS_FAIL(chorusInvalidArgument, "CHORUS_INIT='%s' is neither tcp://host:port nor file:///path",
+              init.c_str());
+}
+
+void rendezvousDone(const EnvRendezvous& rv) {
+  if (!rv.fileToRemove.empty()) std::remove(rv.fileToRemove.c_str());
+}
+
+}  // namespace chorus

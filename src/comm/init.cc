@@ -1,0 +1,174 @@
+// init.cc — building a communicator: bootstrap, who is where, transports, connections.
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/comm.h"
+#include "comm/hostid.h"
+#include "core/checks.h"
+#include "core/debug.h"
+#include "core/params.h"
+
+namespace chorus {
+
+int64_t commDeadline(const chorusComm* comm) { return monotonicNs() + comm->timeoutNs; }
+
+void commRecordError(chorusComm* comm, chorusResult_t res) {
+  if (!comm || res == chorusSuccess || res == chorusInProgress) return;
+  std::lock_guard<std::mutex> lock(comm->errorMutex);
+  const char* detail = threadLastError();
+  comm->lastError = *detail ? detail : chorusGetErrorString(res);
+}
+
+chorusResult_t commCheck(const chorusComm* comm, const char* api) {
+  if (comm == nullptr) CHORUS_FAIL(chorusInvalidArgument, "%s: comm is NULL", api);
+  if (comm->magic != kCommMagic)
+    CHORUS_FAIL(chorusInvalidUsage, "%s: comm %p is not a live communicator (destroyed?)", api,
+                static_cast<const void*>(comm));
+  return chorusSuccess;
+}
+
+namespace {
+
+int usableCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)) > 0
+             ? static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))
+             : 1;
+}
+
+chorusResult_t readTuning(chorusComm* comm) {
+  CommTuning& t = comm->tuning;
+  const int64_t slot = paramInt(Param::ChunkSize);
+  const int64_t buff = paramInt(Param::BuffSize);
+  if (slot < 4096 || slot > (1ll << 30) || slot % 64)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "CHORUS_CHUNKSIZE=%lld must be a multiple of 64 between 4 KiB and 1 GiB",
+                static_cast<long long>(slot));
+  t.slotBytes = static_cast<size_t>(slot);
+  int64_t depth = paramInt(Param::FifoDepth);
+  if (depth <= 0) depth = std::clamp<int64_t>(buff / slot, 2, 14);
+  t.fifoDepth = static_cast<int>(depth);
+  const int64_t ll = paramInt(Param::LlThreshold);
+  if (ll < 0 || ll > (16 << 20))
+    CHORUS_FAIL(chorusInvalidArgument, "CHORUS_LL_THRESHOLD=%lld outside [0, 16M]",
+                static_cast<long long>(ll));
+  t.llBytes = static_cast<size_t>(ll);
+  t.treeBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TreeThreshold)));
+  t.ntBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
+  t.algo = paramString(Param::Algo);
+  t.proto = paramString(Param::Proto);
+  for (auto& c : t.algo) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  return chorusSuccess;
+}
+
+chorusResult_t connectTransports(chorusComm* comm) {
+  const int n = comm->nranks;
+  comm->sendConn.resize(static_cast<size_t>(n));
+  comm->recvConn.resize(static_cast<size_t>(n));
+  int ntab = 0;
+  const TransportEntry* table = transportTable(&ntab);
+  TransportContext ctx{comm->rank, n, &comm->peers, comm->commHash, comm->tuning.slotBytes,
+                       comm->tuning.fifoDepth, comm->tuning.llBytes};
+  const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
+  for (int t = 0; t < ntab; ++t) {
+    // Only set a transport up if it is needed by some peer pair (all ranks agree: every
+    // rank sees the same peer table).
+    bool needed = false;
+    auto tr = table[t].create();
+    for (int p = 0; p < n && !needed; ++p)
+      if (p != comm->rank && !comm->sendConn[static_cast<size_t>(p)] &&
+          tr->canConnect(self, comm->peers[static_cast<size_t>(p)]))
+        needed = true;
+    // Every rank must take part in the allgather if any rank needs it; decide globally.
+    int flags[1] = {needed ? 1 : 0};
+    std::vector<int> all(static_cast<size_t>(n));
+    all[static_cast<size_t>(comm->rank)] = flags[0];
+    CHORUS_CHECK(comm->bootstrap->allGather(all.data(), sizeof(int)));
+    if (std::none_of(all.begin(), all.end(), [](int v) { return v != 0; })) continue;
+
+    std::vector<char> infos(static_cast<size_t>(n) * kConnectInfoBytes, 0);
+    CHORUS_CHECK(tr->setup(ctx, infos.data() + static_cast<size_t>(comm->rank) * kConnectInfoBytes));
+    CHORUS_CHECK(comm->bootstrap->allGather(infos.data(), kConnectInfoBytes));
+    for (int p = 0; p < n; ++p) {
+      if (p == comm->rank || comm->sendConn[static_cast<size_t>(p)]) continue;
+      if (!tr->canConnect(self, comm->peers[static_cast<size_t>(p)])) continue;
+      CHORUS_CHECK(tr->connect(ctx, p, infos.data() + static_cast<size_t>(p) * kConnectInfoBytes,
+                               &comm->sendConn[static_cast<size_t>(p)],
+                               &comm->recvConn[static_cast<size_t>(p)]));
+    }
+    CHORUS_CHECK(comm->bootstrap->barrier());
+    tr->finishSetup();
+    CHORUS_INFO(kLogInit, "rank %d: transport %s connected", comm->rank, tr->name());
+    comm->transports.push_back(std::move(tr));
+  }
+  for (int p = 0; p < n; ++p)
+    if (p != comm->rank && !comm->sendConn[static_cast<size_t>(p)])
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "rank %d: no transport can reach rank %d (it is on another host and this "
+                  "build has only shared memory)",
+                  comm->rank, p);
+  return chorusSuccess;
+}
+
+}  // namespace
+
+chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, int rank,
+                        const chorusConfig_t* config) {
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->id = id;
+  setLogRank(rank);
+  int64_t timeoutS = paramInt(Param::TimeoutS);
+  if (config && config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds > 0)
+    timeoutS = config->timeoutSeconds;
+  if (timeoutS <= 0) timeoutS = 300;
+  comm->timeoutNs = timeoutS * 1000000000ll;
+  if (config && config->commName) comm->name = config->commName;
+  CHORUS_CHECK(readTuning(comm));
+  comm->commHash = fnv1a(id.internal, sizeof(id.internal));
+  comm->ncpus = usableCpus();
+
+  CHORUS_CHECK(Bootstrap::init(id, rank, nranks, monotonicNs() + comm->timeoutNs, &comm->bootstrap));
+
+  comm->peers.assign(static_cast<size_t>(nranks), PeerInfo{});
+  PeerInfo& me = comm->peers[static_cast<size_t>(rank)];
+  me.hostHash = hostHash();
+  me.pid = static_cast<int32_t>(getpid());
+  me.rank = rank;
+  me.cudaDev = -1;
+  CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  for (int p = 0; p < nranks; ++p)
+    if (comm->peers[static_cast<size_t>(p)].rank != p)
+      CHORUS_FAIL(chorusInternalError, "bootstrap returned a scrambled peer table");
+  comm->localRanks = static_cast<int>(std::count_if(
+      comm->peers.begin(), comm->peers.end(),
+      [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
+
+  // Waiting policy: spin while we have a core to ourselves, yield at once otherwise.
+  const int64_t spin = paramInt(Param::SpinCount);
+  comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 20000);
+
+  CHORUS_CHECK(connectTransports(comm));
+  CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
+              rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),
+              comm->localRanks, comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes,
+              comm->tuning.llBytes);
+  return chorusSuccess;
+}
+
+void commFree(chorusComm* comm) {
+  if (!comm) return;
+  if (comm->initThread.joinable()) comm->initThread.join();
+  comm->magic = kCommDeadMagic;
+  comm->sendConn.clear();
+  comm->recvConn.clear();
+  comm->transports.clear();
+  comm->bootstrap.reset();
+  delete comm;
+}
+
+}  // namespace chorus

@@ -1,0 +1,37 @@
+#include "wait.h"
+
+namespace chorus {
+
+namespace {
+// After this long yielding, go to sleep on the doorbell: yielding keeps latency low for
+// short waits, sleeping keeps an idle rank from costing its peers CPU time.
+constexpr int64_t kYieldPhaseNs = 2000000;   // 2 ms
+constexpr int64_t kSleepSliceNs = 10000000;  // futex timeout: re-check deadline/abort
+}  // namespace
+
+chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell) {
+  const int64_t start = nowNs();
+  for (uint64_t iter = 1;; ++iter) {
+    if (ready(arg)) return chorusSuccess;
+    if (w.abortFlag && w.abortFlag->load(std::memory_order_relaxed)) return chorusAborted;
+    sched_yield();
+    if ((iter & 15) == 0) {
+      int64_t t = nowNs();
+      if (t > w.deadlineNs) return chorusTimeout;
+      if (bell && t - start > kYieldPhaseNs) {
+        uint32_t seen = bell->seq.load(std::memory_order_acquire);
+        bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (ready(arg)) {
+          bell->sleepers.fetch_sub(1, std::memory_order_relaxed);
+          return chorusSuccess;
+        }
+        timespec ts{0, kSleepSliceNs};
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAIT, seen, &ts,
+                nullptr, 0);
+        bell->sleepers.fetch_sub(1, std::memory_order_relaxed);
+      }
+    }
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,136 @@
+#include "enqueue/enqueue.h"
+
+#include <memory>
+#include <thread>
+
+#include "comm/comm.h"
+#include "core/checks.h"
+#include "core/debug.h"
+#include "enqueue/stream.h"
+
+namespace chorus {
+namespace {
+
+// The open group of this thread. Thread-local by design (as in NCCL): a group is a
+// bracket around calls made by one thread.
+struct GroupState {
+  int depth = 0;
+  std::vector<Op> ops;
+};
+thread_local GroupState tlsGroup;
+
+void recordAsync(chorusComm* comm, chorusResult_t r) {
+  if (r == chorusSuccess) return;
+  int expected = chorusSuccess;
+  comm->asyncError.compare_exchange_strong(expected, r);
+  commRecordError(comm, r);
+}
+
+// Runs the per-communicator batches, in parallel when there are several (one thread may
+// drive every rank of a process, and each rank's batch blocks until its peers progress).
+chorusResult_t runBatches(std::vector<std::pair<chorusComm*, std::vector<Op>>>& batches,
+                          bool async) {
+  if (batches.size() == 1) {
+    chorusResult_t r = executeBatch(batches[0].first, batches[0].second);
+    if (async) recordAsync(batches[0].first, r);
+    return r;
+  }
+  std::vector<chorusResult_t> results(batches.size(), chorusSuccess);
+  std::vector<std::string> details(batches.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < batches.size(); ++i) {
+    threads.emplace_back([&, i] {
+      setLogRank(batches[i].first->rank);
+      results[i] = executeBatch(batches[i].first, batches[i].second);
+      if (results[i] != chorusSuccess) {
+        details[i] = threadLastError();
+        commRecordError(batches[i].first, results[i]);
+      }
+    });
+  }
+  results[0] = executeBatch(batches[0].first, batches[0].second);
+  if (results[0] != chorusSuccess) commRecordError(batches[0].first, results[0]);
+  for (auto& t : threads) t.join();
+  chorusResult_t first = chorusSuccess;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    if (async) recordAsync(batches[i].first, results[i]);
+    if (first == chorusSuccess && results[i] != chorusSuccess) {
+      first = results[i];
+      if (i > 0) fail(first, __FILE__, __LINE__, "%s", details[i].c_str());
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+bool inGroup() { return tlsGroup.depth > 0; }
+
+chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  if (comm->abortFlag.load(std::memory_order_relaxed))
+    CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+  setLogRank(comm->rank);
+  std::vector<CollArgs> p2p;
+  for (const Op& op : ops) {
+    if (op.args.coll == Coll::Send || op.args.coll == Coll::Recv) {
+      p2p.push_back(op.args);
+      continue;
+    }
+    CHORUS_CHECK(runCollective(comm, op.args));
+  }
+  if (!p2p.empty()) CHORUS_CHECK(runP2pBatch(comm, p2p.data(), static_cast<int>(p2p.size())));
+  return chorusSuccess;
+}
+
+chorusResult_t enqueueOp(const Op& op) {
+  if (tlsGroup.depth > 0) {
+    tlsGroup.ops.push_back(op);
+    return chorusSuccess;
+  }
+  if (op.stream == nullptr) {
+    chorusComm* comm = op.comm;
+    std::lock_guard<std::mutex> lock(comm->execMutex);
+    if (comm->abortFlag.load(std::memory_order_relaxed))
+      CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+    return runCollective(comm, op.args);
+  }
+  Op copy = op;
+  return streamPush(op.stream, [copy] {
+    std::vector<Op> one{copy};
+    chorusResult_t r = executeBatch(copy.comm, one);
+    recordAsync(copy.comm, r);
+    return r;
+  });
+}
+
+chorusResult_t groupStart() {
+  ++tlsGroup.depth;
+  return chorusSuccess;
+}
+
+chorusResult_t groupEnd() {
+  if (tlsGroup.depth == 0)
+    CHORUS_FAIL(chorusInvalidUsage, "chorusGroupEnd without a matching chorusGroupStart");
+  if (--tlsGroup.depth > 0) return chorusSuccess;
+  std::vector<Op> ops;
+  ops.swap(tlsGroup.ops);
+  if (ops.empty()) return chorusSuccess;
+
+  auto batches = std::make_shared<std::vector<std::pair<chorusComm*, std::vector<Op>>>>();
+  for (const Op& op : ops) {
+    auto it = batches->begin();
+    for (; it != batches->end(); ++it)
+      if (it->first == op.comm) break;
+    if (it == batches->end()) {
+      batches->push_back({op.comm, {}});
+      it = batches->end() - 1;
+    }
+    it->second.push_back(op);
+  }
+  chorusStream_t stream = ops.front().stream;
+  if (stream == nullptr) return runBatches(*batches, false);
+  return streamPush(stream, [batches] { return runBatches(*batches, true); });
+}
+
+}  // namespace chorus

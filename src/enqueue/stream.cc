@@ -1,0 +1,80 @@
+#include "enqueue/stream.h"
+
+#include "core/checks.h"
+
+namespace chorus {
+namespace {
+
+void workerLoop(chorusStream* s) {
+  std::unique_lock<std::mutex> lock(s->mutex);
+  for (;;) {
+    s->workCv.wait(lock, [s] { return s->stop || !s->queue.empty(); });
+    if (s->queue.empty()) return;  // stop requested and nothing left
+    auto fn = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->busy = true;
+    lock.unlock();
+    clearThreadLastError();
+    chorusResult_t r = fn();
+    std::string detail = r == chorusSuccess ? std::string() : std::string(threadLastError());
+    lock.lock();
+    s->busy = false;
+    if (r != chorusSuccess && s->firstError == chorusSuccess) {
+      s->firstError = r;
+      s->firstErrorDetail = detail;
+    }
+    if (s->queue.empty()) s->idleCv.notify_all();
+  }
+}
+
+}  // namespace
+
+chorusResult_t streamCreate(chorusStream** out) {
+  auto* s = new chorusStream();
+  try {
+    s->worker = std::thread(workerLoop, s);
+  } catch (...) {
+    delete s;
+    CHORUS_FAIL(chorusSystemError, "could not start the stream's worker thread");
+  }
+  *out = s;
+  return chorusSuccess;
+}
+
+chorusResult_t streamPush(chorusStream* s, std::function<chorusResult_t()> fn) {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->stop) CHORUS_FAIL(chorusInvalidUsage, "stream is being destroyed");
+  s->queue.push_back(std::move(fn));
+  s->workCv.notify_one();
+  return chorusSuccess;
+}
+
+chorusResult_t streamSynchronize(chorusStream* s) {
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->idleCv.wait(lock, [s] { return s->queue.empty() && !s->busy; });
+  chorusResult_t r = s->firstError;
+  std::string detail = s->firstErrorDetail;
+  s->firstError = chorusSuccess;
+  s->firstErrorDetail.clear();
+  lock.unlock();
+  if (r != chorusSuccess)
+    return fail(r, __FILE__, __LINE__, "an operation on the stream failed: %s", detail.c_str());
+  return chorusSuccess;
+}
+
+chorusResult_t streamQuery(chorusStream* s) {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return (s->queue.empty() && !s->busy) ? chorusSuccess : chorusInProgress;
+}
+
+void streamDestroy(chorusStream* s) {
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->stop = true;
+    s->workCv.notify_all();
+  }
+  if (s->worker.joinable()) s->worker.join();
+  delete s;
+}
+
+}  // namespace chorus

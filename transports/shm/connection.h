@@ -1,0 +1,58 @@
+// connection.h — the two ends of a shared-memory connection.
+#pragma once
+
+#include "layout.h"
+#include "transport.h"
+
+namespace chorus {
+namespace shm {
+
+/// Where one connection lives: its area in the receiver's segment, and the doorbells of
+/// both ends (the sender sleeps on its own bell when the FIFO is full, the receiver on its
+/// own when it is empty; each rings the other's after making progress).
+struct ConnView {
+  ConnCtrl* ctrl;
+  LlItem* ll;          // kLlDepth buffers of llItems
+  char* slots;         // depth slots of slotBytes
+  AreaGeometry geo;
+  Doorbell* localBell;
+  Doorbell* remoteBell;
+};
+
+class ShmSendConn final : public SendConn {
+ public:
+  explicit ShmSendConn(const ConnView& v) : v_(v) {}
+  size_t slotBytes() const override { return v_.geo.slotBytes; }
+  chorusResult_t acquire(void** slot, const WaitCtx& w) override;
+  void* tryAcquire() override;
+  void post(size_t bytes) override;
+  size_t llMaxBytes() const override { return v_.geo.llItems * 8; }
+  chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override;
+
+ private:
+  ConnView v_;
+  uint64_t head_ = 0;        // slots posted (our copy)
+  uint64_t tailCache_ = 0;   // last tail seen
+  uint64_t llSeq_ = 0;
+  uint64_t llAckCache_ = 0;
+};
+
+class ShmRecvConn final : public RecvConn {
+ public:
+  explicit ShmRecvConn(const ConnView& v) : v_(v) {}
+  size_t slotBytes() const override { return v_.geo.slotBytes; }
+  chorusResult_t wait(const void** slot, size_t* bytes, const WaitCtx& w) override;
+  bool test(const void** slot, size_t* bytes) override;
+  void release() override;
+  size_t llMaxBytes() const override { return v_.geo.llItems * 8; }
+  chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) override;
+
+ private:
+  ConnView v_;
+  uint64_t tail_ = 0;        // slots released (our copy)
+  uint64_t headCache_ = 0;
+  uint64_t llSeq_ = 0;
+};
+
+}  // namespace shm
+}  // namespace chorus

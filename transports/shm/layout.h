@@ -1,0 +1,85 @@
+// layout.h — how one rank's shared-memory segment is laid out.
+//
+// Each rank owns one segment that holds everything other ranks of its host write *to* it:
+// a doorbell to wake it, and one connection area per peer. An area holds the slot FIFO
+// (control lines + slots) and the low-latency (LL) buffers. The sender writes slots, slot
+// sizes and LL lines in the receiver's segment; the receiver writes its tail and LL
+// acknowledgement back into the same area. Every counter sits on its own 64-byte line so
+// the two sides never false-share.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/wait.h"
+
+namespace chorus {
+namespace shm {
+
+constexpr uint64_t kSegmentMagic = 0x43484f5253484d31ull;  // "CHORSHM1"
+constexpr int kMaxDepth = 14;   // slot sizes share the head's cache line
+constexpr int kLlDepth = 4;     // LL buffers in flight per connection
+constexpr size_t kPage = 4096;
+
+/// Written by the sender: how many slots it has posted and their payload sizes. One line,
+/// so the receiver learns both with a single cache-line transfer.
+struct alignas(64) HeadLine {
+  std::atomic<uint64_t> head;
+  uint32_t sizes[kMaxDepth];
+};
+static_assert(sizeof(HeadLine) == 64, "head line");
+
+/// Written by the receiver: how many slots it has released.
+struct alignas(64) TailLine {
+  std::atomic<uint64_t> tail;
+  char pad[56];
+};
+
+/// Written by the receiver: the last LL sequence number it has consumed.
+struct alignas(64) LlAckLine {
+  std::atomic<uint64_t> consumed;
+  char pad[56];
+};
+
+struct alignas(64) ConnCtrl {
+  HeadLine head;
+  TailLine tail;
+  LlAckLine llAck;
+};
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t owner;
+  int32_t nranks;
+  char pad[48];
+  Doorbell bell;
+};
+
+/// One 16-byte LL item: 8 bytes of data and the sequence number that makes them valid.
+/// Written and read with single 16-byte SSE moves, which x86 CPUs with AVX perform
+/// atomically, so a reader never sees new data with an old flag or the reverse.
+struct alignas(16) LlItem {
+  uint64_t data;
+  uint64_t flag;
+};
+
+/// Sizes of the pieces of one connection area, all derived from the same parameters on
+/// every rank.
+struct AreaGeometry {
+  size_t slotBytes;
+  int depth;
+  size_t llItems;  // per LL buffer
+
+  static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+  size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
+  size_t llBytes() const { return roundUp(kLlDepth * llItems * sizeof(LlItem), kPage); }
+  size_t slotsOffset() const { return ctrlBytes() + llBytes(); }
+  size_t areaBytes() const { return slotsOffset() + roundUp(slotBytes * depth, kPage); }
+  size_t headerBytes() const { return kPage; }
+  size_t areaOffset(int peer) const { return headerBytes() + static_cast<size_t>(peer) * areaBytes(); }
+  size_t segmentBytes(int nranks) const { return headerBytes() + static_cast<size_t>(nranks) * areaBytes(); }
+};
+
+}  // namespace shm
+}  // namespace chorus

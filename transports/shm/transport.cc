@@ -1,0 +1,154 @@
+#include "shm/transport.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "connection.h"
+#include "core/checks.h"
+#include "core/debug.h"
+
+namespace chorus {
+namespace shm {
+namespace {
+
+struct ShmInfo {
+  char name[96];
+  uint64_t bytes;
+  uint64_t pad[3];
+};
+static_assert(sizeof(ShmInfo) <= kConnectInfoBytes, "connect info too large");
+
+}  // namespace
+
+std::unique_ptr<Transport> createShmTransport() { return std::make_unique<ShmTransport>(); }
+
+ShmTransport::~ShmTransport() {
+  if (!ownName_.empty() && !unlinked_) shm_unlink(ownName_.c_str());
+  for (auto& m : peers_)
+    if (m.base && m.base != own_.base) munmap(m.base, m.bytes);
+  if (own_.base) munmap(own_.base, own_.bytes);
+}
+
+chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
+  geo_.slotBytes = ctx.slotBytes;
+  geo_.depth = ctx.fifoDepth;
+  geo_.llItems = (ctx.llBytes + 7) / 8 + 1;
+  if (geo_.depth < 2 || geo_.depth > kMaxDepth)
+    CHORUS_FAIL(chorusInvalidArgument, "shm FIFO depth %d outside [2, %d] (CHORUS_FIFO_DEPTH)",
+                geo_.depth, kMaxDepth);
+  const size_t bytes = geo_.segmentBytes(ctx.nranks);
+  char name[96];
+  snprintf(name, sizeof(name), "/chorus-%016llx-r%d-p%d",
+           static_cast<unsigned long long>(ctx.commHash), ctx.rank, static_cast<int>(getpid()));
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0)
+    CHORUS_FAIL(chorusSystemError, "shm_open(%s) failed: %s", name, strerror(errno));
+  ownName_ = name;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    close(fd);
+    CHORUS_FAIL(chorusSystemError, "ftruncate(%s, %zu) failed: %s (is /dev/shm large enough?)",
+                name, bytes, strerror(e));
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base == MAP_FAILED)
+    CHORUS_FAIL(chorusSystemError, "mmap(%s, %zu) failed: %s", name, bytes, strerror(e));
+  own_ = {base, bytes};
+  auto* hdr = static_cast<SegmentHeader*>(base);
+  hdr->owner = ctx.rank;
+  hdr->nranks = ctx.nranks;
+  hdr->magic = kSegmentMagic;
+  peers_.assign(static_cast<size_t>(ctx.nranks), Mapping{});
+  peers_[static_cast<size_t>(ctx.rank)] = own_;
+
+  ShmInfo si{};
+  snprintf(si.name, sizeof(si.name), "%s", name);
+  si.bytes = bytes;
+  std::memcpy(info, &si, sizeof(si));
+  CHORUS_INFO(kLogShm, "segment %s: %zu bytes, %d slots x %zu B, LL %zu B", name, bytes,
+              geo_.depth, geo_.slotBytes, geo_.llItems * 8);
+  return chorusSuccess;
+}
+
+chorusResult_t ShmTransport::mapPeer(int peer, const void* peerInfo, size_t expectBytes) {
+  if (peers_[static_cast<size_t>(peer)].base) return chorusSuccess;
+  ShmInfo si;
+  std::memcpy(&si, peerInfo, sizeof(si));
+  si.name[sizeof(si.name) - 1] = '\0';
+  if (si.bytes != expectBytes)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "rank %d's shared segment is %llu bytes, expected %zu: ranks disagree on "
+                "CHORUS_CHUNKSIZE/CHORUS_BUFFSIZE/CHORUS_LL_THRESHOLD",
+                peer, static_cast<unsigned long long>(si.bytes), expectBytes);
+  int fd = shm_open(si.name, O_RDWR, 0);
+  if (fd < 0)
+    CHORUS_FAIL(chorusSystemError, "shm_open(%s) of rank %d failed: %s", si.name, peer,
+                strerror(errno));
+  void* base = mmap(nullptr, si.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (base == MAP_FAILED)
+    CHORUS_FAIL(chorusSystemError, "mmap of rank %d's segment failed: %s", peer, strerror(e));
+  auto* hdr = static_cast<SegmentHeader*>(base);
+  if (hdr->magic != kSegmentMagic || hdr->owner != peer) {
+    munmap(base, si.bytes);
+    CHORUS_FAIL(chorusInternalError, "segment %s does not belong to rank %d", si.name, peer);
+  }
+  peers_[static_cast<size_t>(peer)] = {base, static_cast<size_t>(si.bytes)};
+  return chorusSuccess;
+}
+
+chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, const void* peerInfo,
+                                     std::unique_ptr<SendConn>* send,
+                                     std::unique_ptr<RecvConn>* recv) {
+  CHORUS_CHECK(mapPeer(peer, peerInfo, own_.bytes));
+  char* peerBase = static_cast<char*>(peers_[static_cast<size_t>(peer)].base);
+  char* ownBase = static_cast<char*>(own_.base);
+  Doorbell* ownBell = &static_cast<SegmentHeader*>(own_.base)->bell;
+  Doorbell* peerBell = &reinterpret_cast<SegmentHeader*>(peerBase)->bell;
+
+  auto view = [&](char* segBase, int writer, Doorbell* local, Doorbell* remote) {
+    char* area = segBase + geo_.areaOffset(writer);
+    ConnView v;
+    v.ctrl = reinterpret_cast<ConnCtrl*>(area);
+    v.ll = reinterpret_cast<LlItem*>(area + geo_.ctrlBytes());
+    v.slots = area + geo_.slotsOffset();
+    v.geo = geo_;
+    v.localBell = local;
+    v.remoteBell = remote;
+    return v;
+  };
+  // We write into our area of the peer's segment; the peer writes into its area of ours.
+  *send = std::make_unique<ShmSendConn>(view(peerBase, ctx.rank, ownBell, peerBell));
+  *recv = std::make_unique<ShmRecvConn>(view(ownBase, peer, ownBell, peerBell));
+  return chorusSuccess;
+}
+
+void ShmTransport::finishSetup() {
+  if (!ownName_.empty() && !unlinked_) {
+    shm_unlink(ownName_.c_str());
+    unlinked_ = true;
+  }
+}
+
+void ShmTransport::wakeAll() {
+  if (!own_.base) return;
+  Doorbell* bell = &static_cast<SegmentHeader*>(own_.base)->bell;
+  bell->seq.fetch_add(1);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+}  // namespace shm
+}  // namespace chorus

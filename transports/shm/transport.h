@@ -1,0 +1,48 @@
+// shm/transport.h — ranks of one host talk through POSIX shared memory.
+//
+// Each rank creates one segment (see layout.h) for everything written to it, publishes its
+// name, maps every local peer's segment, and unlinks its own name as soon as all peers
+// have mapped it, so nothing is left in /dev/shm even if the job dies later.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layout.h"
+#include "transport.h"
+
+namespace chorus {
+namespace shm {
+
+class ShmTransport final : public Transport {
+ public:
+  ~ShmTransport() override;
+  const char* name() const override { return "shm"; }
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash;
+  }
+  chorusResult_t setup(const TransportContext& ctx, void* info) override;
+  chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
+                         std::unique_ptr<SendConn>* send,
+                         std::unique_ptr<RecvConn>* recv) override;
+  void finishSetup() override;
+  void wakeAll() override;
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  chorusResult_t mapPeer(int peer, const void* peerInfo, size_t expectBytes);
+
+  AreaGeometry geo_{};
+  std::string ownName_;
+  Mapping own_;
+  std::vector<Mapping> peers_;  // by rank
+  bool unlinked_ = false;
+};
+
+std::unique_ptr<Transport> createShmTransport();
+
+}  // namespace shm
+}  // namespace chorus

@@ -1,0 +1,116 @@
+// transport.h — the one small interface every transport (shm, tcp, rdma) implements.
+//
+// A connection is one-way and made of fixed-size slots: the sender acquires a free slot,
+// writes into it and posts it; the receiver waits for a posted slot, reads it in place
+// and releases it. Algorithms reduce straight from a receive slot into a send slot, so a
+// transport that can expose its buffers (shm) costs no extra copy. A second, optional
+// low-latency path (sendLL/recvLL) carries small messages with the data and its arrival
+// flag in the same cache line; transports without one fall back to slots.
+//
+// Transports never know which collective they serve; algorithms never know which
+// transport carries their bytes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus.h"
+
+namespace chorus {
+
+/// What every rank publishes about itself during init.
+struct PeerInfo {
+  uint64_t hostHash;  ///< hostname + boot id (or CHORUS_HOSTID)
+  int32_t pid;
+  int32_t rank;
+  int32_t cudaDev;    ///< -1 on host-only builds
+  int32_t pad;
+};
+
+/// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
+/// if the deadline passes.
+struct WaitCtx {
+  int64_t deadlineNs;               ///< absolute CLOCK_MONOTONIC
+  const std::atomic<int>* abortFlag;
+  int spin;                         ///< polls before the first yield
+  const char* what;                 ///< e.g. "all_reduce #12"
+};
+
+class SendConn {
+ public:
+  virtual ~SendConn() = default;
+  /// Payload capacity of one slot.
+  virtual size_t slotBytes() const = 0;
+  /// Waits for a free slot and returns where to write.
+  virtual chorusResult_t acquire(void** slot, const WaitCtx& w) = 0;
+  /// Non-blocking acquire: nullptr when no slot is free.
+  virtual void* tryAcquire() = 0;
+  /// Publishes the acquired slot carrying `bytes` of payload.
+  virtual void post(size_t bytes) = 0;
+  /// Largest message sendLL carries (0: none).
+  virtual size_t llMaxBytes() const = 0;
+  /// Sends a small message on the low-latency path.
+  virtual chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) = 0;
+};
+
+class RecvConn {
+ public:
+  virtual ~RecvConn() = default;
+  virtual size_t slotBytes() const = 0;
+  /// Waits for the next posted slot; *bytes is what the sender posted.
+  virtual chorusResult_t wait(const void** slot, size_t* bytes, const WaitCtx& w) = 0;
+  /// Non-blocking wait: false when nothing is posted yet.
+  virtual bool test(const void** slot, size_t* bytes) = 0;
+  /// Gives the slot returned by wait/test back to the sender.
+  virtual void release() = 0;
+  virtual size_t llMaxBytes() const = 0;
+  /// Receives a small message of exactly `bytes` on the low-latency path.
+  virtual chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) = 0;
+};
+
+/// What a transport may need to know while it sets up one communicator's connections.
+struct TransportContext {
+  int rank;
+  int nranks;
+  const std::vector<PeerInfo>* peers;
+  uint64_t commHash;       ///< unique per communicator (names shared segments)
+  size_t slotBytes;        ///< CHORUS_CHUNKSIZE
+  int fifoDepth;
+  size_t llBytes;          ///< CHORUS_LL_THRESHOLD
+};
+
+constexpr size_t kConnectInfoBytes = 128;
+
+/// One instance per communicator: resources live as long as the communicator does.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  /// Whether this transport can join two ranks.
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  /// Creates this rank's receiving resources for every peer it can reach; fills `info`
+  /// (kConnectInfoBytes) to be published to all ranks.
+  virtual chorusResult_t setup(const TransportContext& ctx, void* info) = 0;
+  /// Builds the send side towards `peer` and the receive side from `peer`, given the
+  /// peer's published info.
+  virtual chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
+                                 std::unique_ptr<SendConn>* send,
+                                 std::unique_ptr<RecvConn>* recv) = 0;
+  /// Called once every rank has connected (after a barrier): drop names, keep mappings.
+  virtual void finishSetup() = 0;
+  /// Wakes this rank's sleeping waiters (used by abort).
+  virtual void wakeAll() = 0;
+};
+
+/// The table of built-in transports, in order of preference.
+struct TransportEntry {
+  const char* name;
+  std::unique_ptr<Transport> (*create)();
+};
+const TransportEntry* transportTable(int* count);
+
+}  // namespace chorus
