@@ -1,0 +1,535 @@
+#!/usr/bin/python3
+"""Integration tests for tools/chorusrun (the local launcher).
+
+Usage: test_chorusrun.py /path/to/chorusrun [unittest args...]
+
+The same file doubles as a rank program (`test_chorusrun.py --rank MODE ...`)
+for the cases a shell one-liner cannot express well (fast interleaved output,
+a real rendezvous on CHORUS_INIT). Standard library only.
+"""
+
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import uuid
+
+CHORUSRUN = None  # set from argv in main()
+THIS = os.path.abspath(__file__)
+PY = sys.executable or "/usr/bin/python3"
+
+# ---------------------------------------------------------------------------
+# Rank-side helpers (run under chorusrun).
+# ---------------------------------------------------------------------------
+
+
+def pad_len(rank, i):
+    """Length of the padding on line i of a rank: mostly short, some lines far
+    longer than PIPE_BUF so that they need several reads and writes."""
+    if i % 97 == 0:
+        return 9000 + rank * 13
+    return (i * 7 + rank * 3) % 150
+
+
+def spam_line(rank, stream, i):
+    return "rank %d %s %d %s" % (rank, stream, i, "x" * pad_len(rank, i))
+
+
+def rank_spam(n):
+    """Write n lines to stdout and n to stderr as fast as possible, cutting the
+    byte stream at arbitrary places (mid-line) to stress the line reassembly."""
+    rank = int(os.environ["CHORUS_RANK"])
+    bufs = {1: [], 2: []}
+    for i in range(n):
+        for stream, fd in (("out", 1), ("err", 2)):
+            bufs[fd].append(spam_line(rank, stream, i) + "\n")
+        if i % 50 == 49 or i == n - 1:
+            for fd in (1, 2):
+                data = "".join(bufs[fd]).encode()
+                bufs[fd] = []
+                # Cut into uneven pieces that rarely coincide with line ends.
+                step = 1000 + 37 * rank
+                for off in range(0, len(data), step):
+                    piece = data[off:off + step]
+                    while piece:
+                        w = os.write(fd, piece)
+                        piece = piece[w:]
+    os.write(1, b"no newline at the end")
+    return 0
+
+
+def rank_rendezvous():
+    """Rank 0 listens on CHORUS_INIT; every other rank connects and presents
+    its rank and CHORUS_SECRET. Rank 0 checks them all and prints 'ok'."""
+    rank = int(os.environ["CHORUS_RANK"])
+    world = int(os.environ["CHORUS_WORLD_SIZE"])
+    secret = os.environ["CHORUS_SECRET"]
+    m = re.fullmatch(r"tcp://([0-9.]+):(\d+)", os.environ["CHORUS_INIT"])
+    host, port = m.group(1), int(m.group(2))
+    if rank == 0:
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind((host, port))  # must succeed: the launcher picked a free port
+        srv.listen(world)
+        srv.settimeout(20)
+        seen = set()
+        while len(seen) < world - 1:
+            conn, _ = srv.accept()
+            with conn:
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(100)
+                    if not chunk:
+                        break
+                    data += chunk
+                r, s = data.decode().split()
+                if s != secret:
+                    print("bad secret from rank", r)
+                    return 1
+                seen.add(int(r))
+        if seen != set(range(1, world)):
+            print("wrong ranks", sorted(seen))
+            return 1
+        print("ok %d" % world)
+        return 0
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            c = socket.create_connection((host, port), timeout=5)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+    with c:
+        c.sendall(("%d %s\n" % (rank, secret)).encode())
+    return 0
+
+
+def rank_main(argv):
+    mode = argv[0]
+    if mode == "spam":
+        return rank_spam(int(argv[1]))
+    if mode == "rendezvous":
+        return rank_rendezvous()
+    raise SystemExit("unknown rank mode %r" % mode)
+
+
+# ---------------------------------------------------------------------------
+# Test-side helpers.
+# ---------------------------------------------------------------------------
+
+
+def run(args, timeout=20, env=None, input=None):
+    """Run chorusrun to completion; returns (rc, stdout, stderr, seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.run([CHORUSRUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout, env=env, input=input)
+    return p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0
+
+
+def finish(p, timeout=30):
+    """communicate() with a deadline; a launcher that hangs is killed and fails the test."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("chorusrun did not exit within %d s" % timeout)
+
+
+def ours_alive(pid, tag):
+    """True if pid is a live (not zombie) process carrying our tag in its environment."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        state = st[st.rindex(")") + 2]
+        if state in "ZXx":
+            return False
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return ("CHORUSRUN_TEST_TAG=" + tag).encode() in f.read().split(b"\0")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def read_pids(d, names, timeout=15):
+    """Wait until every pid file in d exists and holds a full line; return {name: pid}."""
+    deadline = time.monotonic() + timeout
+    pids = {}
+    while time.monotonic() < deadline:
+        for n in names:
+            if n in pids:
+                continue
+            try:
+                with open(os.path.join(d, n)) as f:
+                    txt = f.read()
+            except FileNotFoundError:
+                continue
+            if txt.endswith("\n"):
+                pids[n] = int(txt)
+        if len(pids) == len(names):
+            return pids
+        time.sleep(0.02)
+    raise AssertionError("pid files missing: %s" % sorted(set(names) - set(pids)))
+
+
+# A rank that records its own pid (p.R) and a grandchild's (g.R), then sleeps.
+# The grandchild does not hold chorusrun's output pipes, so a launcher that
+# fails to kill it makes the test fail on the pid check, not hang on a pipe.
+SLEEPER = ('sleep 60 >/dev/null 2>&1 & echo $! > "$D/g.$CHORUS_RANK"; '
+           'echo $$ > "$D/p.$CHORUS_RANK"; wait')
+
+
+class ChorusrunTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="chorusrun-test-")
+        self.tag = uuid.uuid4().hex
+
+    def tearDown(self):
+        # Leave nothing behind, even when a test failed because ranks survived.
+        for n in os.listdir(self.dir):
+            if n[:2] in ("p.", "g."):
+                try:
+                    pid = int(open(os.path.join(self.dir, n)).read())
+                except ValueError:
+                    continue
+                if ours_alive(pid, self.tag):
+                    os.kill(pid, signal.SIGKILL)
+        for n in os.listdir(self.dir):
+            p = os.path.join(self.dir, n)
+            if os.path.isdir(p):
+                for m in os.listdir(p):
+                    os.unlink(os.path.join(p, m))
+                os.rmdir(p)
+            else:
+                os.unlink(p)
+        os.rmdir(self.dir)
+
+    def sleeper_args(self, np, script=SLEEPER, extra=()):
+        return (["-np", str(np), "-x", "CHORUSRUN_TEST_TAG=" + self.tag, "-x", "D=" + self.dir]
+                + list(extra) + ["sh", "-c", script])
+
+    def assert_all_dead(self, pids, within=5.0):
+        deadline = time.monotonic() + within
+        while True:
+            alive = {n: p for n, p in pids.items() if ours_alive(p, self.tag)}
+            if not alive:
+                return
+            if time.monotonic() > deadline:
+                self.fail("rank processes survived: %s" % alive)
+            time.sleep(0.05)
+
+    # --- environment contract ---------------------------------------------
+
+    def check_env(self, np):
+        rc, out, err, _ = run(["-np", str(np), "sh", "-c",
+                               'echo "$CHORUS_RANK $CHORUS_WORLD_SIZE $CHORUS_LOCAL_RANK '
+                               '$CHORUS_LOCAL_SIZE $CHORUS_INIT $CHORUS_SECRET"'])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err, "")
+        lines = out.splitlines()
+        self.assertEqual(len(lines), np, out)
+        fields = sorted((l.split() for l in lines), key=lambda f: int(f[0]))
+        inits = {f[4] for f in fields}
+        secrets = {f[5] for f in fields}
+        self.assertEqual(len(inits), 1, "ranks disagree on CHORUS_INIT: %s" % inits)
+        self.assertEqual(len(secrets), 1, "ranks disagree on CHORUS_SECRET: %s" % secrets)
+        init, secret = inits.pop(), secrets.pop()
+        m = re.fullmatch(r"tcp://127\.0\.0\.1:(\d+)", init)
+        self.assertIsNotNone(m, init)
+        self.assertTrue(1 <= int(m.group(1)) <= 65535, init)
+        self.assertRegex(secret, r"^[0-9a-f]{32}$")
+        expected = [[str(r), str(np), str(r), str(np), init, secret] for r in range(np)]
+        self.assertEqual(fields, expected)
+        return init, secret
+
+    def test_env_np1(self):
+        self.check_env(1)
+
+    def test_env_np3(self):
+        self.check_env(3)
+
+    def test_env_np8(self):
+        self.check_env(8)
+
+    def test_secret_fresh_per_job(self):
+        _, s1 = self.check_env(2)
+        _, s2 = self.check_env(2)
+        self.assertNotEqual(s1, s2)
+
+    def test_inherited_rank_vars_are_overridden(self):
+        env = dict(os.environ, CHORUS_RANK="77", CHORUS_WORLD_SIZE="99", CHORUS_SECRET="stale")
+        rc, out, err, _ = run(["-np", "2", "sh", "-c", 'echo "$CHORUS_RANK/$CHORUS_WORLD_SIZE/$CHORUS_SECRET"'],
+                              env=env)
+        self.assertEqual(rc, 0, err)
+        got = sorted(out.splitlines())
+        self.assertEqual([g.rsplit("/", 1)[0] for g in got], ["0/2", "1/2"])
+        for g in got:
+            self.assertRegex(g.rsplit("/", 1)[1], r"^[0-9a-f]{32}$")
+
+    def test_rendezvous_port_is_usable(self):
+        rc, out, err, _ = run(["-np", "4", PY, THIS, "--rank", "rendezvous"], timeout=40)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "ok 4\n")
+
+    def test_x_set_and_forward(self):
+        env = dict(os.environ, CHORUSRUN_FWD="forwarded value")
+        rc, out, err, _ = run(["-np", "2", "-x", "CHORUSRUN_SET=a=b c", "-x", "CHORUSRUN_FWD",
+                               "-x", "CHORUSRUN_TWICE=1", "-x", "CHORUSRUN_TWICE=2",
+                               "sh", "-c", 'echo "$CHORUS_RANK|$CHORUSRUN_SET|$CHORUSRUN_FWD|$CHORUSRUN_TWICE"'],
+                              env=env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()),
+                         ["0|a=b c|forwarded value|2", "1|a=b c|forwarded value|2"])
+
+    def test_x_overrides_rendezvous(self):
+        rc, out, err, _ = run(["-np", "2", "-x", "CHORUS_INIT=file:///tmp/x", "-x", "CHORUS_SECRET=" + "ab" * 16,
+                               "sh", "-c", 'echo "$CHORUS_INIT $CHORUS_SECRET"'])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.splitlines(), ["file:///tmp/x " + "ab" * 16] * 2)
+
+    # --- output --------------------------------------------------------------
+
+    def test_passthrough_untouched(self):
+        rc, out, err, _ = run(["-np", "2", "sh", "-c", 'printf "plain %s\\n" $CHORUS_RANK; echo e >&2'])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), ["plain 0", "plain 1"])
+        self.assertEqual(err, "e\ne\n")
+
+    def test_tag_output_lines_intact(self):
+        np, n = 4, 2000
+        rc, out, err, _ = run(["-np", str(np), "--tag-output", PY, THIS, "--rank", "spam", str(n)],
+                              timeout=50)
+        self.assertEqual(rc, 0, err[-2000:])
+        for stream, text in (("out", out), ("err", err)):
+            self.assertTrue(text.endswith("\n"))
+            per_rank = {r: [] for r in range(np)}
+            for line in text.split("\n")[:-1]:
+                m = re.fullmatch(r"\[(\d+)\] (.*)", line, re.S)
+                self.assertIsNotNone(m, "untagged %s line: %r" % (stream, line[:200]))
+                per_rank[int(m.group(1))].append(m.group(2))
+            for r in range(np):
+                body = per_rank[r]
+                expect = [spam_line(r, stream, i) for i in range(n)]
+                if stream == "out":
+                    expect.append("no newline at the end")
+                self.assertEqual(len(body), len(expect), "rank %d %s line count" % (r, stream))
+                for got, want in zip(body, expect):
+                    if got != want:
+                        self.fail("rank %d %s: got %r, want %r" % (r, stream, got[:120], want[:120]))
+
+    def test_tag_output_separates_streams(self):
+        rc, out, err, _ = run(["-np", "3", "--tag-output", "sh", "-c",
+                               'echo "out $CHORUS_RANK"; echo "err $CHORUS_RANK" >&2; printf "partial"'])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()),
+                         ["[0] out 0", "[0] partial", "[1] out 1", "[1] partial", "[2] out 2", "[2] partial"])
+        self.assertEqual(sorted(err.splitlines()), ["[0] err 0", "[1] err 1", "[2] err 2"])
+
+    def test_stdin_goes_to_rank0_only(self):
+        rc, out, err, _ = run(["-np", "3", "sh", "-c", 'echo "$CHORUS_RANK:$(cat)"'], input=b"hello\n")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), ["0:hello", "1:", "2:"])
+
+    # --- exit status and teardown ------------------------------------------
+
+    def test_all_succeed_and_early_exit_is_not_failure(self):
+        rc, out, err, _ = run(["-np", "3", "sh", "-c",
+                               '[ $CHORUS_RANK = 0 ] && exit 0; sleep 0.5; echo "done $CHORUS_RANK"'])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), ["done 1", "done 2"])
+        self.assertEqual(err, "")
+
+    def test_exit_code_propagates_and_others_are_killed(self):
+        script = ('if [ $CHORUS_RANK = 2 ]; then echo $$ > "$D/p.2"; sleep 0.5; exit 3; fi; ' + SLEEPER)
+        p = subprocess.Popen([CHORUSRUN] + self.sleeper_args(4, script),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        t0 = time.monotonic()
+        pids = read_pids(self.dir, ["p.0", "g.0", "p.1", "g.1", "p.2", "p.3", "g.3"])
+        out, err = finish(p)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(p.returncode, 3, err)
+        self.assertLess(elapsed, 10, "surviving ranks were not killed promptly (they sleep 60 s)")
+        lines = err.decode().splitlines()
+        self.assertIn("chorusrun: rank 2 (pid %d) exited with status 3" % pids["p.2"], lines)
+        self.assertEqual(sum("exited with status" in l or "killed by signal" in l for l in lines), 1, lines)
+        self.assert_all_dead(pids)
+
+    def test_rank_killed_by_sigkill(self):
+        script = 'if [ $CHORUS_RANK = 1 ]; then echo $$ > "$D/p.1"; sleep 0.3; kill -9 $$; fi; ' + SLEEPER
+        rc, out, err, elapsed = run(self.sleeper_args(3, script))
+        self.assertEqual(rc, 137, err)
+        self.assertLess(elapsed, 10)
+        with open(os.path.join(self.dir, "p.1")) as f:
+            pid = int(f.read())
+        self.assertIn("chorusrun: rank 1 (pid %d) killed by signal 9 (Killed)" % pid, err.splitlines())
+        pids = read_pids(self.dir, ["p.0", "g.0", "p.2", "g.2"], timeout=1)
+        self.assert_all_dead(pids)
+
+    def test_max_status_when_simultaneous(self):
+        # Every rank fails; whichever is seen first, the status is a rank's own.
+        rc, out, err, _ = run(["-np", "3", "sh", "-c", "exit $((CHORUS_RANK + 4))"])
+        self.assertIn(rc, (4, 5, 6), err)
+        self.assertRegex(err, r"chorusrun: rank \d \(pid \d+\) exited with status %d" % rc)
+
+    def signal_test(self, sig, expect_rc):
+        p = subprocess.Popen([CHORUSRUN] + self.sleeper_args(3), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        pids = read_pids(self.dir, ["%s.%d" % (k, r) for r in range(3) for k in "pg"])
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        out, err = finish(p)
+        self.assertEqual(p.returncode, expect_rc, err)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assert_all_dead(pids)
+        return err.decode()
+
+    def test_sigint_kills_ranks(self):
+        err = self.signal_test(signal.SIGINT, 130)
+        self.assertIn("received SIGINT", err)
+
+    def test_sigterm_kills_ranks(self):
+        self.signal_test(signal.SIGTERM, 143)
+
+    def test_sigkill_after_grace_when_sigterm_ignored(self):
+        script = "trap '' TERM; " + SLEEPER + "; wait"
+        p = subprocess.Popen([CHORUSRUN] + self.sleeper_args(2, script), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        pids = read_pids(self.dir, ["p.0", "g.0", "p.1", "g.1"])
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = finish(p)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(p.returncode, 130, err)
+        self.assertGreater(elapsed, 1.5, "SIGKILL came before the grace period")
+        self.assertLess(elapsed, 10)
+        self.assertIn("sending SIGKILL", err.decode())
+        self.assert_all_dead(pids)
+
+    def test_second_sigint_kills_at_once(self):
+        script = "trap '' TERM; " + SLEEPER + "; wait"
+        p = subprocess.Popen([CHORUSRUN] + self.sleeper_args(2, script), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        pids = read_pids(self.dir, ["p.0", "g.0", "p.1", "g.1"])
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = finish(p)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertLess(time.monotonic() - t0, 1.5)
+        self.assert_all_dead(pids)
+
+    def test_timeout(self):
+        rc, out, err, elapsed = run(self.sleeper_args(3, extra=["--timeout", "1"]))
+        self.assertEqual(rc, 124, err)
+        self.assertGreaterEqual(elapsed, 0.95)
+        self.assertLess(elapsed, 10)
+        self.assertIn("--timeout", err)
+        pids = read_pids(self.dir, ["%s.%d" % (k, r) for r in range(3) for k in "pg"], timeout=1)
+        self.assert_all_dead(pids)
+
+    def test_timeout_not_reached(self):
+        rc, out, err, elapsed = run(["-np", "2", "--timeout", "30", "true"])
+        self.assertEqual(rc, 0, err)
+        self.assertLess(elapsed, 10)
+
+    # --- launching ---------------------------------------------------------
+
+    def test_command_not_found(self):
+        rc, out, err, _ = run(["-np", "3", "chorusrun-no-such-command-" + self.tag])
+        self.assertEqual(rc, 127)
+        self.assertIn("cannot execute", err)
+
+    def test_command_not_executable(self):
+        path = os.path.join(self.dir, "not-exec")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\necho hi\n")
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+        rc, out, err, _ = run(["-np", "2", path])
+        self.assertEqual(rc, 126, err)
+        self.assertEqual(out, "")
+
+    def test_wdir(self):
+        sub = os.path.join(self.dir, "work")
+        os.mkdir(sub)
+        script = os.path.join(sub, "hello.sh")
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\necho "$CHORUS_RANK $(pwd -P)"\n')
+        os.chmod(script, 0o755)
+        rc, out, err, _ = run(["-np", "2", "--wdir", sub, "./hello.sh"])
+        self.assertEqual(rc, 0, err)
+        real = os.path.realpath(sub)
+        self.assertEqual(sorted(out.splitlines()), ["0 " + real, "1 " + real])
+        rc, out, err, _ = run(["-np", "2", "--wdir=" + os.path.join(self.dir, "missing"), "true"])
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cannot change to directory", err)
+
+    def test_usage_errors(self):
+        marker = os.path.join(self.dir, "started")
+        cmd = ["sh", "-c", "touch " + marker]
+        cases = [
+            [],
+            ["-np"],
+            ["-np", "0"] + cmd,
+            ["-np", "-1"] + cmd,
+            ["-np", "abc"] + cmd,
+            ["-np", "2"],
+            cmd,  # -np missing
+            ["--bogus", "-np", "2"] + cmd,
+            ["-np", "2", "--no-such-option"] + cmd,
+            ["-np", "2", "--timeout", "0"] + cmd,
+            ["-np", "2", "--timeout", "soon"] + cmd,
+            ["-np", "2", "-x"],
+            ["-np", "2", "-x", "1BAD=x"] + cmd,
+            ["-np", "2", "-x", "CHORUS_RANK=5"] + cmd,
+            ["-np", "2", "-x", "CHORUS_SECRET=not-hex"] + cmd,
+            ["-np", "2", "--tag-output=yes"] + cmd,
+        ]
+        for args in cases:
+            rc, out, err, _ = run(args)
+            self.assertEqual(rc, 2, "args %r: rc %d, stderr %r" % (args, rc, err))
+            self.assertTrue(err.startswith("chorusrun: "), (args, err))
+            self.assertIn("--help", err)
+            self.assertEqual(out, "")
+            self.assertFalse(os.path.exists(marker), "a rank was started for %r" % args)
+        rc, out, err, _ = run(["--bogus", "-np", "2", "true"])
+        self.assertIn("unknown option '--bogus'", err)
+
+    def test_help_and_version(self):
+        for flag in ("-h", "--help"):
+            rc, out, err, _ = run([flag])
+            self.assertEqual(rc, 0)
+            self.assertTrue(out.startswith("Usage: chorusrun -np N"), out)
+            self.assertIn("CHORUS_INIT", out)
+        rc, out, err, _ = run(["--version"])
+        self.assertEqual(rc, 0)
+        self.assertRegex(out, r"^chorusrun \(Chorus\) \d+\.\d+\.\d+\n$")
+
+    def test_double_dash_and_command_options(self):
+        # Options after CMD belong to CMD, not to chorusrun.
+        rc, out, err, _ = run(["-np", "1", "--", "sh", "-c", 'echo "$0 $1"', "--tag-output", "-np"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out, "--tag-output -np\n")
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == "--rank":
+        sys.exit(rank_main(sys.argv[2:]))
+    if len(sys.argv) < 2:
+        sys.exit("usage: %s /path/to/chorusrun [unittest args...]" % sys.argv[0])
+    global CHORUSRUN
+    CHORUSRUN = os.path.abspath(sys.argv[1])
+    if not os.access(CHORUSRUN, os.X_OK):
+        sys.exit("not an executable: %s" % CHORUSRUN)
+    unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
