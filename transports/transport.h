@@ -70,6 +70,10 @@ class RecvConn {
   virtual size_t llMaxBytes() const = 0;
   /// Receives a small message of exactly `bytes` on the low-latency path.
   virtual chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) = 0;
+  /// Zero-copy form: waits for the next small message and exposes it in place until
+  /// releaseLL. Transports without shared buffers copy into their own staging.
+  virtual chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) = 0;
+  virtual void releaseLL() = 0;
 };
 
 /// What a transport may need to know while it sets up one communicator's connections.

@@ -34,13 +34,9 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
     mine = t;
   }
   for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, mine, bytes));
-  void* tmp = n > 1 ? comm->scratch.get(comm->scratch.b, bytes) : nullptr;
   for (int k = 0; k < n; ++k) {
     const void* src = mine;
-    if (k != rank) {
-      CHORUS_CHECK(p.recvLL(k, tmp, bytes));
-      src = tmp;
-    }
+    if (k != rank) CHORUS_CHECK(p.waitLL(k, &src, bytes));  // reduce straight from it
     const unsigned post = k == n - 1 ? kApplyPost : 0u;
     if (k == 0) {
       if (post && spec.postDiv > 1)
@@ -50,6 +46,7 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
     } else {
       kernels::reduce(spec, a.recvbuf, a.recvbuf, src, a.count, post);
     }
+    if (k != rank) p.releaseLL(k);
   }
   return chorusSuccess;
 }

@@ -170,4 +170,10 @@ chorusResult_t Prims::recvLL(int from, void* dst, size_t bytes) {
   return chorusSuccess;
 }
 
+chorusResult_t Prims::waitLL(int from, const void** data, size_t bytes) {
+  chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->waitLL(data, bytes, w_);
+  if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL data from", from);
+  return chorusSuccess;
+}
+
 }  // namespace chorus

@@ -49,6 +49,9 @@ class Prims {
   /// Low-latency path.
   chorusResult_t sendLL(int to, const void* src, size_t bytes);
   chorusResult_t recvLL(int from, void* dst, size_t bytes);
+  /// Zero-copy receive: the message stays readable at *data until releaseLL(from).
+  chorusResult_t waitLL(int from, const void** data, size_t bytes);
+  void releaseLL(int from) { comm_->recvConn[static_cast<size_t>(from)]->releaseLL(); }
 
  private:
   chorusResult_t waitIn(int from, size_t bytes, const void** slot);

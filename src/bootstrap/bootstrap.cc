@@ -17,6 +17,8 @@
 namespace chorus {
 namespace {
 
+constexpr int64_t kMaxCallTimeoutNs = 365ll * 24 * 3600 * 1000000000ll;
+
 // A formatted description of what a wait is for, used in error messages.
 struct What {
   char s[224];
@@ -30,35 +32,60 @@ struct What {
 
 }  // namespace
 
-chorusResult_t Bootstrap::init(const chorusUniqueId& id, int rank, int nranks,
-                               int64_t deadlineNs, std::unique_ptr<Bootstrap>* out) {
+chorusResult_t Bootstrap::create(int rank, int nranks, std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) CHORUS_FAIL(chorusInvalidArgument, "bootstrap init: out is NULL");
   if (nranks < 1 || nranks > kMaxRanks)
     CHORUS_FAIL(chorusInvalidArgument, "bootstrap init: nranks %d not in [1, %d]", nranks,
                 kMaxRanks);
   if (rank < 0 || rank >= nranks)
     CHORUS_FAIL(chorusInvalidArgument, "bootstrap init: rank %d not in [0, %d)", rank, nranks);
-  SockAddr root;
-  uint8_t secret[kSecretBytes];
-  CHORUS_CHECK(decodeUniqueId(id, &root, secret));
-  auto b = std::make_unique<SocketBootstrap>(rank, nranks, secret);
-  CHORUS_CHECK(b->setup(root, deadlineNs));
+  auto b = std::make_unique<SocketBootstrap>(rank, nranks);
+  CHORUS_CHECK(b->open());
   *out = std::move(b);
   return chorusSuccess;
 }
 
-SocketBootstrap::SocketBootstrap(int rank, int nranks, const uint8_t* secret) {
+chorusResult_t Bootstrap::init(const chorusUniqueId& id, int rank, int nranks,
+                               int64_t deadlineNs, std::unique_ptr<Bootstrap>* out) {
+  if (out == nullptr) CHORUS_FAIL(chorusInvalidArgument, "bootstrap init: out is NULL");
+  std::unique_ptr<Bootstrap> b;
+  CHORUS_CHECK(create(rank, nranks, &b));
+  CHORUS_CHECK(b->connect(id, deadlineNs));
+  *out = std::move(b);
+  return chorusSuccess;
+}
+
+SocketBootstrap::SocketBootstrap(int rank, int nranks) {
   rank_ = rank;
   nranks_ = nranks;
-  memcpy(secret_, secret, kSecretBytes);
+  memset(secret_, 0, sizeof(secret_));
   sendFds_.resize(static_cast<size_t>(nranks));
   peerIn_.assign(static_cast<size_t>(nranks), PeerIn::None);
   peerWhy_.resize(static_cast<size_t>(nranks));
 }
 
-chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) {
+chorusResult_t SocketBootstrap::open() {
   abortFd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!abortFd_.valid()) CHORUS_FAIL(chorusSystemError, "eventfd: %s", strerror(errno));
+  return chorusSuccess;
+}
+
+chorusResult_t SocketBootstrap::connect(const chorusUniqueId& id, int64_t deadlineNs) {
+  if (connectState_ != 0)
+    CHORUS_FAIL(chorusInvalidUsage, "bootstrap rank %d: connect called twice", rank_);
+  connectState_ = 1;
+  if (aborted_.load()) CHORUS_FAIL(chorusAborted, "bootstrap rank %d: init after abort", rank_);
+  SockAddr root;
+  CHORUS_CHECK(decodeUniqueId(id, &root, secret_));
+  CHORUS_CHECK(setup(root, deadlineNs));
+  connectState_ = 2;
+  return chorusSuccess;
+}
+
+chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) {
+  callTimeoutNs_ = deadlineNs - monotonicNs();
+  if (callTimeoutNs_ < 1000000000ll) callTimeoutNs_ = 1000000000ll;
+  if (callTimeoutNs_ > kMaxCallTimeoutNs) callTimeoutNs_ = kMaxCallTimeoutNs;  // "forever"
 
   SockAddr local;
   CHORUS_CHECK(bootstrapInterfaceAddr(&local, nullptr));
@@ -137,12 +164,14 @@ void SocketBootstrap::abort() {
 
 int64_t SocketBootstrap::callDeadline() const {
   int64_t d = deadline_.load();
-  return d > 0 ? d : bootstrapDefaultDeadlineNs();
+  return d > 0 ? d : monotonicNs() + callTimeoutNs_;
 }
 
 chorusResult_t SocketBootstrap::checkUsable(const char* op) const {
   if (aborted_.load())
     CHORUS_FAIL(chorusAborted, "bootstrap rank %d: %s after abort", rank_, op);
+  if (connectState_ != 2)
+    CHORUS_FAIL(chorusInvalidUsage, "bootstrap rank %d: %s before a successful init", rank_, op);
   return chorusSuccess;
 }
 

@@ -49,6 +49,12 @@ class Bootstrap {
   /// `deadlineNs` is an absolute CLOCK_MONOTONIC time in nanoseconds.
   static chorusResult_t init(const chorusUniqueId& id, int rank, int nranks, int64_t deadlineNs,
                              std::unique_ptr<Bootstrap>* out);
+  /// The same in two steps, for a caller that must be able to abort() while init waits
+  /// (a non-blocking chorusCommInitRank, chorusCommAbort from another thread): create()
+  /// makes the object without any network I/O; connect() then does what init does and
+  /// may be called once. Until connect succeeds only abort/setDeadline are usable.
+  static chorusResult_t create(int rank, int nranks, std::unique_ptr<Bootstrap>* out);
+  virtual chorusResult_t connect(const chorusUniqueId& id, int64_t deadlineNs) = 0;
   virtual ~Bootstrap() = default;
 
   /// In place: `data` holds nranks records of `bytes` each; this rank's record is filled
@@ -59,8 +65,9 @@ class Bootstrap {
   virtual chorusResult_t send(int peer, int tag, const void* data, size_t bytes) = 0;
   virtual chorusResult_t recv(int peer, int tag, void* data, size_t bytes) = 0;
   /// Sets the deadline used by every later wait (absolute, CLOCK_MONOTONIC ns).
-  /// 0 (the state after init) means each call waits at most CHORUS_TIMEOUT_S from its
-  /// start. Callable from any thread.
+  /// 0 (the state after init) means each call gets as long as init was given (init's
+  /// deadline minus the time init started; at least 1 s), counted from the call's start.
+  /// Callable from any thread.
   virtual void setDeadline(int64_t deadlineNs) = 0;
   /// Makes every blocked and later call return chorusAborted (callable from any thread).
   virtual void abort() = 0;

@@ -185,7 +185,19 @@ void Root::admit(Pending& p) {
     table_.resize(static_cast<size_t>(nranks_));
     memset(table_.data(), 0, table_.size() * sizeof(WireAddr));
   }
-  if (rankFds_[static_cast<size_t>(h.rank)].valid()) return reject(p, kRootDuplicateRank, "");
+  Fd& slot = rankFds_[static_cast<size_t>(h.rank)];
+  if (slot.valid()) {
+    // A rank whose earlier check-in connection has closed (its init gave up) may retry.
+    pollfd q{slot.get(), POLLRDHUP, 0};
+    if (::poll(&q, 1, 0) > 0 && (q.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+      CHORUS_INFO(kLogBootstrap, "bootstrap root: rank %d checks in again from %s", h.rank,
+                  p.peer.str().c_str());
+      slot.reset();
+      --checkedIn_;
+    } else {
+      return reject(p, kRootDuplicateRank, "");
+    }
+  }
   rankFds_[static_cast<size_t>(h.rank)] = std::move(p.fd);
   table_[static_cast<size_t>(h.rank)] = h.addr;
   ++checkedIn_;

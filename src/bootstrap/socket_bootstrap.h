@@ -30,11 +30,13 @@ namespace chorus {
 
 class SocketBootstrap final : public Bootstrap {
  public:
-  SocketBootstrap(int rank, int nranks, const uint8_t* secret);
+  SocketBootstrap(int rank, int nranks);
   ~SocketBootstrap() override = default;
 
+  /// Makes the abort eventfd (the one fallible part of construction).
+  chorusResult_t open();
   /// The body of init: listen, check in with the root, build the ring.
-  chorusResult_t setup(const SockAddr& root, int64_t deadlineNs);
+  chorusResult_t connect(const chorusUniqueId& id, int64_t deadlineNs) override;
 
   chorusResult_t allGather(void* data, size_t bytes) override;
   chorusResult_t barrier() override;
@@ -66,6 +68,7 @@ class SocketBootstrap final : public Bootstrap {
 
   int64_t callDeadline() const;
   chorusResult_t checkUsable(const char* op) const;
+  chorusResult_t setup(const SockAddr& root, int64_t deadlineNs);
   /// Waits once for any of: abort, the listener, incoming connections and `extra` (whose
   /// revents are filled in); then accepts, vets and drains what is ready. Fails with
   /// chorusAborted, or chorusTimeout naming `what` once the deadline has passed.
@@ -87,6 +90,7 @@ class SocketBootstrap final : public Bootstrap {
   Fd abortFd_;
   std::atomic<bool> aborted_{false};
   std::atomic<int64_t> deadline_{0};
+  int64_t callTimeoutNs_ = 0;  // per-call wait when no deadline is set: init's span
   Fd listen_;
   SockAddr listenAddr_;
   std::vector<SockAddr> peers_;
@@ -94,6 +98,7 @@ class SocketBootstrap final : public Bootstrap {
   Fd ringSend_;  // to (rank+1) % nranks
   Fd ringRecv_;  // from (rank-1) % nranks
   std::string ringError_;  // set once the ring is unusable
+  int connectState_ = 0;   // 0 not yet, 1 in progress or failed, 2 connected
   uint32_t collSeq_ = 0;
 
   std::vector<Fd> sendFds_;  // outgoing p2p, per peer, made on first send

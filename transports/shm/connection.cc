@@ -1,29 +1,14 @@
 #include "connection.h"
 
-#include <immintrin.h>
-
 #include <cstring>
 
 namespace chorus {
 namespace shm {
 namespace {
 
-// Single 16-byte moves; see LlItem for why they must not be split.
-inline void storeItem(LlItem* p, uint64_t data, uint64_t flag) {
-  __m128i v = _mm_set_epi64x(static_cast<long long>(flag), static_cast<long long>(data));
-  asm volatile("movdqa %1, %0" : "=m"(*p) : "x"(v) : "memory");
+inline std::atomic<uint64_t>* llFlag(char* buf, size_t bytes) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(buf + llFlagOffset(bytes));
 }
-
-inline __m128i loadItem(const LlItem* p) {
-  __m128i v;
-  asm volatile("movdqa %1, %0" : "=x"(v) : "m"(*p) : "memory");
-  return v;
-}
-
-inline uint64_t itemFlag(__m128i v) {
-  return static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)));
-}
-inline uint64_t itemData(__m128i v) { return static_cast<uint64_t>(_mm_cvtsi128_si64(v)); }
 
 }  // namespace
 
@@ -77,19 +62,9 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
         w, v_.localBell);
     if (r != chorusSuccess) return r;
   }
-  LlItem* buf = v_.ll + (seq % kLlDepth) * v_.geo.llItems;
-  const char* src = static_cast<const char*>(data);
-  size_t full = bytes / 8;
-  for (size_t i = 0; i < full; ++i) {
-    uint64_t d;
-    std::memcpy(&d, src + i * 8, 8);
-    storeItem(buf + i, d, seq);
-  }
-  if (bytes % 8 || bytes == 0) {  // an empty message still carries its flag
-    uint64_t d = 0;
-    std::memcpy(&d, src + full * 8, bytes % 8);
-    storeItem(buf + full, d, seq);
-  }
+  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
+  if (bytes) std::memcpy(buf, data, bytes);
+  llFlag(buf, bytes)->store(seq, std::memory_order_release);
   ringDoorbell(v_.remoteBell);
   return chorusSuccess;
 }
@@ -128,29 +103,31 @@ void ShmRecvConn::release() {
   ringDoorbell(v_.remoteBell);
 }
 
-chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {
-  const uint64_t seq = ++llSeq_;
-  const LlItem* buf = v_.ll + (seq % kLlDepth) * v_.geo.llItems;
-  char* out = static_cast<char*>(dst);
-  const size_t items = bytes == 0 ? 1 : (bytes + 7) / 8;
-  for (size_t i = 0; i < items; ++i) {
-    __m128i v = loadItem(buf + i);
-    if (itemFlag(v) != seq) {
-      const LlItem* p = buf + i;
-      chorusResult_t r = waitUntil(
-          [p, seq, &v] {
-            v = loadItem(p);
-            return itemFlag(v) == seq;
-          },
-          w, v_.localBell);
-      if (r != chorusSuccess) return r;
-    }
-    uint64_t d = itemData(v);
-    size_t n = (i + 1) * 8 <= bytes ? 8 : bytes - i * 8;
-    if (bytes) std::memcpy(out + i * 8, &d, n);
+chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCtx& w) {
+  const uint64_t seq = llSeq_ + 1;
+  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
+  std::atomic<uint64_t>* flag = llFlag(buf, bytes);
+  if (flag->load(std::memory_order_acquire) != seq) {
+    chorusResult_t r = waitUntil(
+        [flag, seq] { return flag->load(std::memory_order_acquire) == seq; }, w, v_.localBell);
+    if (r != chorusSuccess) return r;
   }
-  v_.ctrl->llAck.consumed.store(seq, std::memory_order_release);
+  *data = buf;
+  return chorusSuccess;
+}
+
+void ShmRecvConn::releaseLL() {
+  ++llSeq_;
+  v_.ctrl->llAck.consumed.store(llSeq_, std::memory_order_release);
   ringDoorbell(v_.remoteBell);
+}
+
+chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {
+  const void* data;
+  chorusResult_t r = waitLL(&data, bytes, w);
+  if (r != chorusSuccess) return r;
+  if (bytes) std::memcpy(dst, data, bytes);
+  releaseLL();
   return chorusSuccess;
 }
 

@@ -12,7 +12,7 @@ namespace shm {
 /// own when it is empty; each rings the other's after making progress).
 struct ConnView {
   ConnCtrl* ctrl;
-  LlItem* ll;          // kLlDepth buffers of llItems
+  char* ll;            // kLlDepth buffers of geo.llStride() bytes
   char* slots;         // depth slots of slotBytes
   AreaGeometry geo;
   Doorbell* localBell;
@@ -26,7 +26,7 @@ class ShmSendConn final : public SendConn {
   chorusResult_t acquire(void** slot, const WaitCtx& w) override;
   void* tryAcquire() override;
   void post(size_t bytes) override;
-  size_t llMaxBytes() const override { return v_.geo.llItems * 8; }
+  size_t llMaxBytes() const override { return v_.geo.llMax; }
   chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override;
 
  private:
@@ -44,8 +44,10 @@ class ShmRecvConn final : public RecvConn {
   chorusResult_t wait(const void** slot, size_t* bytes, const WaitCtx& w) override;
   bool test(const void** slot, size_t* bytes) override;
   void release() override;
-  size_t llMaxBytes() const override { return v_.geo.llItems * 8; }
+  size_t llMaxBytes() const override { return v_.geo.llMax; }
   chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) override;
+  chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) override;
+  void releaseLL() override;
 
  private:
   ConnView v_;

@@ -56,24 +56,24 @@ struct alignas(64) SegmentHeader {
   Doorbell bell;
 };
 
-/// One 16-byte LL item: 8 bytes of data and the sequence number that makes them valid.
-/// Written and read with single 16-byte SSE moves, which x86 CPUs with AVX perform
-/// atomically, so a reader never sees new data with an old flag or the reverse.
-struct alignas(16) LlItem {
-  uint64_t data;
-  uint64_t flag;
-};
+/// An LL buffer holds one small message: its bytes, padded to 8, then an 8-byte flag with
+/// the message's sequence number. The sender writes the bytes, then stores the flag with
+/// release order; the reader polls the flag with acquire order and then reads the bytes in
+/// place. For messages up to 56 bytes data and flag share one cache line, so the reader's
+/// poll brings the data with it: one cache-line transfer per message.
+inline size_t llFlagOffset(size_t bytes) { return (bytes + 7) & ~static_cast<size_t>(7); }
 
 /// Sizes of the pieces of one connection area, all derived from the same parameters on
 /// every rank.
 struct AreaGeometry {
   size_t slotBytes;
   int depth;
-  size_t llItems;  // per LL buffer
+  size_t llMax;    // largest LL message
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
-  size_t llBytes() const { return roundUp(kLlDepth * llItems * sizeof(LlItem), kPage); }
+  size_t llStride() const { return roundUp(llMax + 8, 64); }  // one buffer, flag included
+  size_t llBytes() const { return roundUp(kLlDepth * llStride(), kPage); }
   size_t slotsOffset() const { return ctrlBytes() + llBytes(); }
   size_t areaBytes() const { return slotsOffset() + roundUp(slotBytes * depth, kPage); }
   size_t headerBytes() const { return kPage; }

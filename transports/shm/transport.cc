@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -41,7 +42,7 @@ ShmTransport::~ShmTransport() {
 chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   geo_.slotBytes = ctx.slotBytes;
   geo_.depth = ctx.fifoDepth;
-  geo_.llItems = (ctx.llBytes + 7) / 8 + 1;
+  geo_.llMax = std::max<size_t>(ctx.llBytes, 64);
   if (geo_.depth < 2 || geo_.depth > kMaxDepth)
     CHORUS_FAIL(chorusInvalidArgument, "shm FIFO depth %d outside [2, %d] (CHORUS_FIFO_DEPTH)",
                 geo_.depth, kMaxDepth);
@@ -77,7 +78,7 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   si.bytes = bytes;
   std::memcpy(info, &si, sizeof(si));
   CHORUS_INFO(kLogShm, "segment %s: %zu bytes, %d slots x %zu B, LL %zu B", name, bytes,
-              geo_.depth, geo_.slotBytes, geo_.llItems * 8);
+              geo_.depth, geo_.slotBytes, geo_.llMax);
   return chorusSuccess;
 }
 
@@ -122,7 +123,7 @@ chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, cons
     char* area = segBase + geo_.areaOffset(writer);
     ConnView v;
     v.ctrl = reinterpret_cast<ConnCtrl*>(area);
-    v.ll = reinterpret_cast<LlItem*>(area + geo_.ctrlBytes());
+    v.ll = area + geo_.ctrlBytes();
     v.slots = area + geo_.slotsOffset();
     v.geo = geo_;
     v.localBell = local;

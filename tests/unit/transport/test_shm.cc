@@ -1,0 +1,171 @@
+// The shared-memory transport on its own: two ranks as threads in one process, connected by
+// hand (no bootstrap), exchanging slots and LL messages. Checks ordering, sizes, wrap-around
+// of the FIFO and of the LL buffers, back-pressure, deadlines, abort, and that no segment
+// name is left in /dev/shm.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/wait.h"
+#include "shm/transport.h"
+#include "transport.h"
+
+namespace chorus {
+namespace {
+
+struct Pair {
+  std::unique_ptr<Transport> t[2];
+  std::unique_ptr<SendConn> send[2];  // send[i]: i -> 1-i
+  std::unique_ptr<RecvConn> recv[2];  // recv[i]: (1-i) -> i
+  std::vector<PeerInfo> peers{2};
+  TransportContext ctx[2];
+  std::string names[2];
+
+  explicit Pair(size_t slot = 4096, int depth = 4, size_t ll = 1024) {
+    static std::atomic<uint64_t> uniq{1};
+    const uint64_t hash = 0xabc000 + uniq++;
+    char info[2][kConnectInfoBytes] = {};
+    for (int i = 0; i < 2; ++i) {
+      peers[static_cast<size_t>(i)] = PeerInfo{42, 1, i, -1, 0};
+      ctx[i] = TransportContext{i, 2, &peers, hash, slot, depth, ll};
+      t[i] = shm::createShmTransport();
+      EXPECT_EQ(t[i]->setup(ctx[i], info[i]), chorusSuccess);
+      names[i] = info[i];
+    }
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ(t[i]->connect(ctx[i], 1 - i, info[1 - i], &send[i], &recv[i]), chorusSuccess);
+    for (int i = 0; i < 2; ++i) t[i]->finishSetup();
+  }
+};
+
+WaitCtx waitFor(int64_t ns, const std::atomic<int>* abortFlag = nullptr) {
+  return WaitCtx{nowNs() + ns, abortFlag, 100, "test"};
+}
+
+bool shmNameExists(const std::string& name) {
+  std::string path = "/dev/shm" + name;
+  return access(path.c_str(), F_OK) == 0;
+}
+
+TEST(ShmTransport, SlotsArriveInOrderWithTheirSizesThroughManyWrapArounds) {
+  Pair p(4096, 3);
+  const int kMessages = 500;
+  std::thread sender([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      void* slot;
+      ASSERT_EQ(p.send[0]->acquire(&slot, waitFor(10'000'000'000)), chorusSuccess);
+      size_t bytes = static_cast<size_t>(m % 4096);
+      std::memset(slot, m & 0xff, bytes);
+      p.send[0]->post(bytes);
+    }
+  });
+  for (int m = 0; m < kMessages; ++m) {
+    const void* slot;
+    size_t bytes = 0;
+    ASSERT_EQ(p.recv[1]->wait(&slot, &bytes, waitFor(10'000'000'000)), chorusSuccess);
+    ASSERT_EQ(bytes, static_cast<size_t>(m % 4096));
+    const auto* b = static_cast<const unsigned char*>(slot);
+    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(b[i], m & 0xff) << "message " << m;
+    p.recv[1]->release();
+  }
+  sender.join();
+}
+
+TEST(ShmTransport, FullFifoBlocksTheSenderUntilTheDeadline) {
+  Pair p(4096, 2);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_NE(p.send[0]->tryAcquire(), nullptr);
+    p.send[0]->post(8);
+  }
+  EXPECT_EQ(p.send[0]->tryAcquire(), nullptr);
+  void* slot;
+  int64_t t0 = nowNs();
+  EXPECT_EQ(p.send[0]->acquire(&slot, waitFor(50'000'000)), chorusTimeout);
+  EXPECT_GE(nowNs() - t0, 50'000'000);
+  // Releasing one slot on the other side frees exactly one.
+  const void* in;
+  size_t bytes;
+  ASSERT_TRUE(p.recv[1]->test(&in, &bytes));
+  EXPECT_EQ(bytes, 8u);
+  p.recv[1]->release();
+  EXPECT_NE(p.send[0]->tryAcquire(), nullptr);
+}
+
+TEST(ShmTransport, EmptyFifoTimesOutAndAbortUnblocksAWaiter) {
+  Pair p;
+  const void* in;
+  size_t bytes;
+  EXPECT_FALSE(p.recv[1]->test(&in, &bytes));
+  EXPECT_EQ(p.recv[1]->wait(&in, &bytes, waitFor(20'000'000)), chorusTimeout);
+
+  std::atomic<int> abortFlag{0};
+  chorusResult_t got = chorusSuccess;
+  std::thread waiter([&] { got = p.recv[1]->wait(&in, &bytes, waitFor(30'000'000'000, &abortFlag)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it reach the futex
+  abortFlag.store(1);
+  p.t[1]->wakeAll();
+  waiter.join();
+  EXPECT_EQ(got, chorusAborted);
+}
+
+TEST(ShmTransport, LowLatencyMessagesOfEverySizeAndManyRounds) {
+  Pair p(4096, 4, 1024);
+  ASSERT_GE(p.send[0]->llMaxBytes(), 1024u);
+  const int kRounds = 300;
+  std::thread sender([&] {
+    std::vector<unsigned char> buf(1024);
+    for (int r = 0; r < kRounds; ++r) {
+      size_t bytes = static_cast<size_t>((r * 37) % 1025);
+      for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<unsigned char>(r + i);
+      ASSERT_EQ(p.send[0]->sendLL(buf.data(), bytes, waitFor(10'000'000'000)), chorusSuccess);
+    }
+  });
+  std::vector<unsigned char> out(1024);
+  for (int r = 0; r < kRounds; ++r) {
+    size_t bytes = static_cast<size_t>((r * 37) % 1025);
+    if (r % 2) {
+      ASSERT_EQ(p.recv[1]->recvLL(out.data(), bytes, waitFor(10'000'000'000)), chorusSuccess);
+    } else {
+      const void* data;
+      ASSERT_EQ(p.recv[1]->waitLL(&data, bytes, waitFor(10'000'000'000)), chorusSuccess);
+      std::memcpy(out.data(), data, bytes);
+      p.recv[1]->releaseLL();
+    }
+    for (size_t i = 0; i < bytes; ++i)
+      ASSERT_EQ(out[i], static_cast<unsigned char>(r + i)) << "round " << r << " byte " << i;
+  }
+  sender.join();
+}
+
+TEST(ShmTransport, LowLatencySenderWaitsForTheReaderBeforeReusingABuffer) {
+  Pair p;
+  char byte = 7;
+  for (int i = 0; i < shm::kLlDepth; ++i)
+    ASSERT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(1'000'000'000)), chorusSuccess);
+  // Every buffer holds an unread message: the next send must wait, not overwrite.
+  EXPECT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(20'000'000)), chorusTimeout);
+}
+
+TEST(ShmTransport, SegmentNamesAreGoneOnceConnected) {
+  Pair p;
+  for (const auto& n : p.names) {
+    ASSERT_FALSE(n.empty());
+    EXPECT_FALSE(shmNameExists(n)) << n << " still in /dev/shm";
+  }
+}
+
+TEST(ShmTransport, RejectsADepthOutsideTheLayout) {
+  std::vector<PeerInfo> peers{PeerInfo{1, 1, 0, -1, 0}};
+  TransportContext ctx{0, 1, &peers, 99, 4096, 64, 1024};
+  auto t = shm::createShmTransport();
+  char info[kConnectInfoBytes];
+  EXPECT_EQ(t->setup(ctx, info), chorusInvalidArgument);
+}
+
+}  // namespace
+}  // namespace chorus
