@@ -36,6 +36,11 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
   if (!blocking) {
     // Non-blocking: init runs on a thread; chorusCommGetAsyncError reports progress.
     comm->asyncError.store(chorusInProgress);
+    chorusResult_t cr = Bootstrap::create(rank, nranks, &comm->bootstrap);
+    if (cr != chorusSuccess) {
+      commFree(comm);
+      return cr;
+    }
     chorusConfig_t cfg = *config;
     std::string name = config->commName ? config->commName : "";
     comm->initThread = std::thread([comm, id, nranks, rank, cfg, name]() mutable {
@@ -173,8 +178,10 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
   CHORUS_CHECK(commCheck(comm, "chorusCommAbort"));
   comm->abortFlag.store(1);
   if (comm->bootstrap) comm->bootstrap->abort();
-  for (auto& t : comm->transports) t->wakeAll();
+  // A non-blocking init still running returns promptly once its bootstrap is aborted;
+  // only then is the transport list stable to walk.
   if (comm->initThread.joinable()) comm->initThread.join();
+  for (auto& t : comm->transports) t->wakeAll();
   // Wait for the operation in flight (it sees the flag and returns chorusAborted).
   { std::lock_guard<std::mutex> lock(comm->execMutex); }
   commFree(comm);

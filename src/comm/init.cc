@@ -132,7 +132,10 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   comm->commHash = fnv1a(id.internal, sizeof(id.internal));
   comm->ncpus = usableCpus();
 
-  CHORUS_CHECK(Bootstrap::init(id, rank, nranks, monotonicNs() + comm->timeoutNs, &comm->bootstrap));
+  // The bootstrap object may exist already (non-blocking init creates it up front so that
+  // chorusCommAbort can reach it while connect() waits for peers).
+  if (!comm->bootstrap) CHORUS_CHECK(Bootstrap::create(rank, nranks, &comm->bootstrap));
+  CHORUS_CHECK(comm->bootstrap->connect(id, monotonicNs() + comm->timeoutNs));
 
   comm->peers.assign(static_cast<size_t>(nranks), PeerInfo{});
   PeerInfo& me = comm->peers[static_cast<size_t>(rank)];
