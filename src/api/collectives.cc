@@ -70,8 +70,8 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
     case Coll::Recv: sendBytes = 0; break;
     case Coll::Barrier: sendBytes = recvBytes = 0; break;
   }
-  CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff"));
-  CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff"));
+  CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
+  CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
   *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, c.type, spec, c.root};
   return chorusSuccess;
 }

@@ -126,7 +126,7 @@ CHORUS_API chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm, chorusConfig
   return r;
 }
 
-CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
+static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommSplit"));
@@ -152,7 +152,7 @@ CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
   return r;
 }
 
-CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm) {
+static chorusResult_t chorusCommFinalizeImpl(chorusComm_t comm) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommFinalize"));
   if (comm->initThread.joinable()) comm->initThread.join();
@@ -188,7 +188,7 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
   return chorusSuccess;
 }
 
-CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
+static chorusResult_t chorusCommGetAsyncErrorImpl(chorusComm_t comm, chorusResult_t* asyncError) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommGetAsyncError"));
   if (!asyncError) CHORUS_FAIL(chorusInvalidArgument, "chorusCommGetAsyncError: asyncError is NULL");
@@ -197,7 +197,7 @@ CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResul
   return chorusSuccess;
 }
 
-CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+static chorusResult_t chorusCommCountImpl(const chorusComm_t comm, int* count) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommCount"));
   if (!count) CHORUS_FAIL(chorusInvalidArgument, "chorusCommCount: count is NULL");
@@ -205,12 +205,33 @@ CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
   return chorusSuccess;
 }
 
-CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+static chorusResult_t chorusCommUserRankImpl(const chorusComm_t comm, int* rank) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommUserRank"));
   if (!rank) CHORUS_FAIL(chorusInvalidArgument, "chorusCommUserRank: rank is NULL");
   *rank = comm->rank;
   return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
+                                          chorusComm_t* newcomm, chorusConfig_t* config) {
+  return chorus::recordOnComm(comm, chorusCommSplitImpl(comm, color, key, newcomm, config));
+}
+
+CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm) {
+  return chorus::recordOnComm(comm, chorusCommFinalizeImpl(comm));
+}
+
+CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
+  return chorus::recordOnComm(comm, chorusCommGetAsyncErrorImpl(comm, asyncError));
+}
+
+CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+  return chorus::recordOnComm(comm, chorusCommCountImpl(comm, count));
+}
+
+CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+  return chorus::recordOnComm(comm, chorusCommUserRankImpl(comm, rank));
 }
 
 }  // extern "C"

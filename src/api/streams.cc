@@ -46,7 +46,7 @@ CHORUS_API chorusResult_t chorusStreamFromCuda(void* cudaStream, chorusStream_t*
               "buffers are future work); use a host stream or NULL");
 }
 
-CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar,
+static chorusResult_t chorusRedOpCreatePreMulSumImpl(chorusRedOp_t* op, void* scalar,
                                                      chorusDataType_t datatype,
                                                      chorusScalarResidence_t residence,
                                                      chorusComm_t comm) {
@@ -59,8 +59,9 @@ CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* sc
                 static_cast<int>(datatype));
   if (residence != chorusScalarHostImmediate)
     CHORUS_FAIL(chorusInvalidUsage,
-                "chorusRedOpCreatePreMulSum: only chorusScalarHostImmediate is supported on "
-                "host buffers");
+                "chorusRedOpCreatePreMulSum: scalar residence %d is not supported: only "
+                "chorusScalarHostImmediate works with host buffers",
+                static_cast<int>(residence));
   kernels::ReduceSpec spec;
   spec.type = datatype;
   spec.kind = kernels::ReduceKind::Sum;
@@ -76,7 +77,7 @@ CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* sc
   return chorusSuccess;
 }
 
-CHORUS_API chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm) {
+static chorusResult_t chorusRedOpDestroyImpl(chorusRedOp_t op, chorusComm_t comm) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusRedOpDestroy"));
   const long idx = static_cast<long>(op) - chorusNumOps;
@@ -87,6 +88,17 @@ CHORUS_API chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm
                 static_cast<int>(op));
   comm->userOps[static_cast<size_t>(idx)].inUse = false;
   return chorusSuccess;
+}
+
+CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* scalar,
+                                                     chorusDataType_t datatype,
+                                                     chorusScalarResidence_t residence,
+                                                     chorusComm_t comm) {
+  return chorus::recordOnComm(comm, chorusRedOpCreatePreMulSumImpl(op, scalar, datatype, residence, comm));
+}
+
+CHORUS_API chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm) {
+  return chorus::recordOnComm(comm, chorusRedOpDestroyImpl(op, comm));
 }
 
 }  // extern "C"

@@ -43,6 +43,7 @@ struct Scratch {
 struct PtrCache {
   struct Range {
     uintptr_t lo = 0, hi = 0;
+    bool writable = false;
   };
   std::mutex mutex;
   std::array<Range, 16> ranges{};
@@ -115,6 +116,10 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
 
 /// Frees everything; the pointer is invalid afterwards.
 void commFree(chorusComm* comm);
+
+/// Returns `res`, after recording this thread's error detail on `comm` when it failed
+/// (so chorusGetLastError(comm) explains any failed call made with that comm).
+chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res);
 
 /// Validates a communicator handle passed by the user.
 chorusResult_t commCheck(const chorusComm* comm, const char* api);

@@ -22,6 +22,12 @@ void commRecordError(chorusComm* comm, chorusResult_t res) {
   comm->lastError = *detail ? detail : chorusGetErrorString(res);
 }
 
+chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res) {
+  if (res != chorusSuccess && comm && comm->magic == kCommMagic)
+    commRecordError(const_cast<chorusComm*>(comm), res);
+  return res;
+}
+
 chorusResult_t commCheck(const chorusComm* comm, const char* api) {
   if (comm == nullptr) CHORUS_FAIL(chorusInvalidArgument, "%s: comm is NULL", api);
   if (comm->magic != kCommMagic)

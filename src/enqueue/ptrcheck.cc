@@ -1,6 +1,7 @@
 #include "enqueue/ptrcheck.h"
 
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,8 +16,25 @@
 
 namespace chorus {
 
+namespace {
+
+// Writes the first and last byte of [p, p+bytes) back to themselves through the kernel:
+// fails with EFAULT where the pages are not writable, changes nothing where they are.
+bool writableInPlace(const void* ptr, size_t bytes) {
+  auto* p = const_cast<unsigned char*>(static_cast<const unsigned char*>(ptr));
+  unsigned char saved[2] = {p[0], p[bytes - 1]};
+  iovec local[2] = {{&saved[0], 1}, {&saved[1], 1}};
+  iovec remote[2] = {{p, 1}, {p + bytes - 1, 1}};
+  ssize_t n = process_vm_writev(getpid(), local, 2, remote, 2, 0);
+  if (n == 2) return true;
+  // EPERM/ENOSYS (a sandbox forbidding the call) says nothing about the buffer.
+  return n < 0 && errno != EFAULT;
+}
+
+}  // namespace
+
 chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
-                               const char* argName) {
+                               const char* argName, bool writable) {
   if (bytes == 0) return chorusSuccess;
   if (ptr == nullptr)
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s is NULL but %zu bytes are to be accessed", api,
@@ -33,7 +51,7 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
   {
     std::lock_guard<std::mutex> lock(comm->ptrCache.mutex);
     for (const auto& e : comm->ptrCache.ranges)
-      if (e.lo <= lo && hi <= e.hi) return chorusSuccess;
+      if (e.lo <= lo && hi <= e.hi && (e.writable || !writable)) return chorusSuccess;
   }
   std::vector<unsigned char> vec((hi - lo) / page);
   if (mincore(reinterpret_cast<void*>(lo), hi - lo, vec.data()) != 0) {
@@ -44,9 +62,14 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
                   api, argName, ptr, bytes);
     // Other errors (EINVAL on odd mappings) say nothing about validity: let it through.
   }
+  if (writable && !writableInPlace(ptr, bytes))
+    CHORUS_FAIL(chorusInvalidArgument,
+                "%s: %s=%p (%zu bytes) is mapped but not writable (read-only memory cannot "
+                "receive a result)",
+                api, argName, ptr, bytes);
   std::lock_guard<std::mutex> lock(comm->ptrCache.mutex);
   auto& c = comm->ptrCache;
-  c.ranges[c.next] = {lo, hi};
+  c.ranges[c.next] = {lo, hi, writable};
   c.next = (c.next + 1) % c.ranges.size();
   return chorusSuccess;
 }

@@ -3,7 +3,10 @@
 // A device pointer handed to a GPU-less process, a freed buffer or a small integer would
 // otherwise crash a rank mid-collective and hang its peers. The check asks the kernel
 // (mincore) whether every page of the range is mapped, and remembers recent answers per
-// communicator so a training loop reusing its buffers pays nothing.
+// communicator so a training loop reusing its buffers pays nothing. For buffers that will
+// be written, the first and last byte are written back to themselves through
+// process_vm_writev, which honours page protections, so a read-only mapping is refused
+// before any collective step runs.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +17,9 @@ struct chorusComm;
 
 namespace chorus {
 
+/// `writable`: the buffer will be written (a receive buffer); a read-only mapping is an
+/// error too.
 chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
-                               const char* argName);
+                               const char* argName, bool writable);
 
 }  // namespace chorus
