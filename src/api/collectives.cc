@@ -1,5 +1,7 @@
 // collectives.cc — the collective entry points: check every argument, resolve the op,
 // hand a validated call to the enqueue layer.
+#include <cstring>
+
 #include "algorithms/algorithms.h"
 #include "api/resolve.h"
 #include "chorus.h"
@@ -18,12 +20,22 @@ struct Call {
   const void* sendbuf;
   void* recvbuf;
   size_t count;
-  chorusDataType_t type;
-  chorusRedOp_t op;
+  int type;  // raw values: a C caller may pass any int, and loading an out-of-range
+  int op;    // value through the enum type would be undefined behaviour
+
   int root;  // root or peer; -1 when unused
   chorusComm* comm;
   chorusStream_t stream;
 };
+
+// The bits of an enum argument as an int, without an enum-typed load (see Call).
+template <class E>
+int raw(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 
 bool isReducing(Coll c) {
   return c == Coll::AllReduce || c == Coll::Reduce || c == Coll::ReduceScatter;
@@ -38,21 +50,26 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   CHORUS_CHECK(commCheck(comm, c.api));
   if (comm->abortFlag.load(std::memory_order_relaxed))
     CHORUS_FAIL(chorusAborted, "%s: rank %d's communicator was aborted", c.api, comm->rank);
-  if (static_cast<unsigned>(c.type) >= chorusNumTypes)
+  if (c.type < 0 || c.type >= chorusNumTypes)
     CHORUS_FAIL(chorusInvalidArgument, "%s: datatype %d is not a chorusDataType_t", c.api,
-                static_cast<int>(c.type));
+                c.type);
+  const auto type = static_cast<chorusDataType_t>(c.type);
   const int n = comm->nranks;
   if (hasRoot(c.coll) && (c.root < 0 || c.root >= n))
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s %d is outside [0, %d)", c.api,
                 (c.coll == Coll::Send || c.coll == Coll::Recv) ? "peer" : "root", c.root, n);
-  const size_t elem = kernels::typeSize(c.type);
+  const size_t elem = kernels::typeSize(type);
   const size_t maxCount = SIZE_MAX / elem / static_cast<size_t>(n);
   if (c.count > maxCount)
     CHORUS_FAIL(chorusInvalidArgument, "%s: count %zu of %zu-byte elements overflows size_t", c.api,
                 c.count, elem);
   kernels::ReduceSpec spec;
-  spec.type = c.type;
-  if (isReducing(c.coll)) CHORUS_CHECK(resolveReduceSpec(comm, c.op, c.type, c.api, &spec));
+  spec.type = type;
+  if (isReducing(c.coll)) {
+    if (c.op < 0)
+      CHORUS_FAIL(chorusInvalidArgument, "%s: op %d is not a chorusRedOp_t", c.api, c.op);
+    CHORUS_CHECK(resolveReduceSpec(comm, static_cast<chorusRedOp_t>(c.op), type, c.api, &spec));
+  }
 
   const size_t one = c.count * elem, all = one * static_cast<size_t>(n);
   const bool isRoot = comm->rank == c.root;
@@ -72,7 +89,7 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   }
   CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
   CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
-  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, c.type, spec, c.root};
+  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root};
   return chorusSuccess;
 }
 
@@ -90,27 +107,28 @@ chorusResult_t submit(const Call& c) {
 }  // namespace chorus
 
 using chorus::Coll;
+using chorus::raw;
 
 extern "C" {
 
 CHORUS_API chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                           chorusDataType_t datatype, chorusRedOp_t op,
                                           chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::AllReduce, "chorusAllReduce", sendbuff, recvbuff, count, datatype,
-                         op, -1, comm, stream});
+  return chorus::submit({Coll::AllReduce, "chorusAllReduce", sendbuff, recvbuff, count, raw(datatype),
+                         raw(op), -1, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                           chorusDataType_t datatype, int root, chorusComm_t comm,
                                           chorusStream_t stream) {
-  return chorus::submit({Coll::Broadcast, "chorusBroadcast", sendbuff, recvbuff, count, datatype,
+  return chorus::submit({Coll::Broadcast, "chorusBroadcast", sendbuff, recvbuff, count, raw(datatype),
                          chorusSum, root, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                                        chorusDataType_t datatype, chorusRedOp_t op, int root,
                                        chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::Reduce, "chorusReduce", sendbuff, recvbuff, count, datatype, op,
+  return chorus::submit({Coll::Reduce, "chorusReduce", sendbuff, recvbuff, count, raw(datatype), raw(op),
                          root, comm, stream});
 }
 
@@ -118,7 +136,7 @@ CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, 
                                           chorusDataType_t datatype, chorusComm_t comm,
                                           chorusStream_t stream) {
   return chorus::submit({Coll::AllGather, "chorusAllGather", sendbuff, recvbuff, sendcount,
-                         datatype, chorusSum, -1, comm, stream});
+                         raw(datatype), chorusSum, -1, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff,
@@ -126,27 +144,27 @@ CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbu
                                               chorusRedOp_t op, chorusComm_t comm,
                                               chorusStream_t stream) {
   return chorus::submit({Coll::ReduceScatter, "chorusReduceScatter", sendbuff, recvbuff, recvcount,
-                         datatype, op, -1, comm, stream});
+                         raw(datatype), raw(op), -1, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                                         chorusDataType_t datatype, int root, chorusComm_t comm,
                                         chorusStream_t stream) {
-  return chorus::submit({Coll::Scatter, "chorusScatter", sendbuff, recvbuff, count, datatype,
+  return chorus::submit({Coll::Scatter, "chorusScatter", sendbuff, recvbuff, count, raw(datatype),
                          chorusSum, root, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                                        chorusDataType_t datatype, int root, chorusComm_t comm,
                                        chorusStream_t stream) {
-  return chorus::submit({Coll::Gather, "chorusGather", sendbuff, recvbuff, count, datatype,
+  return chorus::submit({Coll::Gather, "chorusGather", sendbuff, recvbuff, count, raw(datatype),
                          chorusSum, root, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                                          chorusDataType_t datatype, chorusComm_t comm,
                                          chorusStream_t stream) {
-  return chorus::submit({Coll::AllToAll, "chorusAllToAll", sendbuff, recvbuff, count, datatype,
+  return chorus::submit({Coll::AllToAll, "chorusAllToAll", sendbuff, recvbuff, count, raw(datatype),
                          chorusSum, -1, comm, stream});
 }
 
@@ -158,13 +176,13 @@ CHORUS_API chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream
 CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
                                      chorusDataType_t datatype, int peer, chorusComm_t comm,
                                      chorusStream_t stream) {
-  return chorus::submit({Coll::Send, "chorusSend", sendbuff, nullptr, count, datatype, chorusSum,
+  return chorus::submit({Coll::Send, "chorusSend", sendbuff, nullptr, count, raw(datatype), chorusSum,
                          peer, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, datatype, chorusSum,
+  return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, raw(datatype), chorusSum,
                          peer, comm, stream});
 }
 
