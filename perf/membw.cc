@@ -1,0 +1,177 @@
+// chorus_membw — the machine's copy and reduce rates, for the "floor" in docs/PERF.md.
+//
+// For each size S prints, in GB/s (1e9 B/s, best of several repetitions):
+//   copy     memcpy of S bytes on one core                      (bytes per second)
+//   reduce   c[i] = a[i] + b[i] over S bytes of float, one core (output bytes per second)
+//            (both: the better of ordinary and streaming stores; streaming stores skip
+//            the read-for-ownership and win once S is well beyond the caches)
+//   xcopy    as copy, but the source was just written by a thread on another core
+//   xreduce  as reduce, with a[] just written by a thread on another core
+// The x columns are what a rank pays for data a peer produced: the lines must move
+// between the cores' caches (or come back from memory) before they can be used.
+// All in GB/s. Usage: chorus_membw [size ...]   (K/M/G suffixes; default 8K .. 256M, factor 2)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace {
+
+double now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Compiled for each ISA level; the loader picks the best one this CPU runs.
+__attribute__((target_clones("avx512f", "avx2", "default"), noinline)) void addFloats(
+    float* __restrict c, const float* __restrict a, const float* __restrict b, size_t n) {
+  for (size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+}
+
+// Streaming-store variants (SSE, every x86-64). c must be 16-byte aligned.
+void copyFloatsNT(float* __restrict c, const float* __restrict a, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128 x0 = _mm_loadu_ps(a + i), x1 = _mm_loadu_ps(a + i + 4);
+    __m128 x2 = _mm_loadu_ps(a + i + 8), x3 = _mm_loadu_ps(a + i + 12);
+    _mm_stream_ps(c + i, x0);
+    _mm_stream_ps(c + i + 4, x1);
+    _mm_stream_ps(c + i + 8, x2);
+    _mm_stream_ps(c + i + 12, x3);
+  }
+  for (; i < n; ++i) c[i] = a[i];
+  _mm_sfence();
+}
+
+void addFloatsNT(float* __restrict c, const float* __restrict a, const float* __restrict b,
+                 size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_stream_ps(c + i, _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+    _mm_stream_ps(c + i + 4, _mm_add_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4)));
+  }
+  for (; i < n; ++i) c[i] = a[i] + b[i];
+  _mm_sfence();
+}
+
+size_t parseSize(const char* s) {
+  char* end = nullptr;
+  double v = strtod(s, &end);
+  switch (*end) {
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'M': case 'm': v *= 1024.0 * 1024; break;
+    case 'K': case 'k': v *= 1024.0; break;
+    default: break;
+  }
+  return static_cast<size_t>(v);
+}
+
+// Best rate over repetitions sized to ~0.1 s of work in total.
+template <typename F>
+double bestRate(size_t bytes, F&& fn) {
+  fn();  // first touch / warm
+  int reps = static_cast<int>(std::min<size_t>(2000, std::max<size_t>(3, (200u << 20) / bytes)));
+  double best = 1e30;
+  for (int rr = 0; rr < 5; ++rr) {
+    double t0 = now();
+    for (int i = 0; i < reps; ++i) fn();
+    best = std::min(best, (now() - t0) / reps);
+  }
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+void pinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+// Best time of `fn` (run on this thread, pinned to cpu b) right after a thread pinned to
+// cpu a rewrote src: the cross-core cost of consuming a peer's fresh data.
+template <typename F>
+double crossRate(size_t bytes, float* src, int a, int b, F&& fn) {
+  int reps = static_cast<int>(std::min<size_t>(400, std::max<size_t>(5, (400u << 20) / bytes)));
+  std::atomic<int> turn{0};  // even: writer's turn, odd: reader's turn
+  std::atomic<bool> stop{false};
+  const size_t n = bytes / sizeof(float);
+  std::thread writer([&] {
+    pinTo(a);
+    float v = 1.0f;
+    for (int r = 0;; ++r) {
+      while (turn.load(std::memory_order_acquire) != 2 * r)
+        if (stop.load(std::memory_order_relaxed)) return;
+      for (size_t i = 0; i < n; ++i) src[i] = v;
+      v += 1.0f;
+      turn.store(2 * r + 1, std::memory_order_release);
+    }
+  });
+  pinTo(b);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    while (turn.load(std::memory_order_acquire) != 2 * r + 1) {
+    }
+    double t0 = now();
+    fn();
+    best = std::min(best, now() - t0);
+    turn.store(2 * r + 2, std::memory_order_release);
+  }
+  while (turn.load(std::memory_order_acquire) != 2 * reps) {
+  }
+  stop.store(true);
+  writer.join();
+  return static_cast<double>(bytes) / best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(parseSize(argv[i]));
+  if (sizes.empty())
+    for (size_t s = 8u << 10; s <= (256u << 20); s *= 2) sizes.push_back(s);
+  size_t maxBytes = *std::max_element(sizes.begin(), sizes.end());
+  size_t n = (maxBytes + sizeof(float) - 1) / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  // Two CPUs this process may run on, for the cross-core columns.
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  const bool cross = cpus.size() >= 2;
+  std::vector<float> peer(cross ? n : 0, 3.0f);
+  printf("# %12s  %10s  %10s  %10s  %10s\n", "size(B)", "copy", "reduce", "xcopy", "xreduce");
+  for (size_t s : sizes) {
+    size_t cnt = s / sizeof(float);
+    if (cnt == 0) continue;
+    const size_t bytes = cnt * sizeof(float);
+    double copy = std::max(
+        bestRate(bytes, [&] { memcpy(c.data(), a.data(), bytes); }),
+        bestRate(bytes, [&] { copyFloatsNT(c.data(), a.data(), cnt); }));
+    double red = std::max(
+        bestRate(bytes, [&] { addFloats(c.data(), a.data(), b.data(), cnt); }),
+        bestRate(bytes, [&] { addFloatsNT(c.data(), a.data(), b.data(), cnt); }));
+    double xcopy = 0, xred = 0;
+    if (cross) {
+      xcopy = crossRate(cnt * sizeof(float), peer.data(), cpus[0], cpus[1],
+                        [&] { memcpy(c.data(), peer.data(), cnt * sizeof(float)); });
+      xred = crossRate(cnt * sizeof(float), peer.data(), cpus[0], cpus[1],
+                       [&] { addFloats(c.data(), peer.data(), b.data(), cnt); });
+    }
+    printf("  %12zu  %10.2f  %10.2f  %10.2f  %10.2f\n", cnt * sizeof(float), copy, red, xcopy,
+           xred);
+    fflush(stdout);
+  }
+  return 0;
+}
