@@ -159,7 +159,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
 
   // Waiting policy: spin while we have a core to ourselves, yield at once otherwise.
   const int64_t spin = paramInt(Param::SpinCount);
-  comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 20000);
+  comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
 
   CHORUS_CHECK(connectTransports(comm));
   CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
