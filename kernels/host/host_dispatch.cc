@@ -6,6 +6,10 @@
 
 #include "host_isa.h"
 
+#include <string>
+
+#include "core/params.h"
+
 namespace chorus {
 namespace kernels {
 
@@ -58,7 +62,8 @@ const IsaOps* pick() {
   }
   // An explicit lower choice (for debugging and for measuring); a higher one than the CPU
   // runs is ignored rather than obeyed into SIGILL.
-  if (const char* want = std::getenv("CHORUS_KERNEL_ISA")) {
+  const std::string& wantIsa = paramString(Param::KernelIsa);
+  if (const char* want = wantIsa.empty() ? nullptr : wantIsa.c_str()) {
     for (int i = 0; i < kNumIsas; ++i) {
       const IsaOps* ops = isaOps(static_cast<Isa>(i));
       if (ops && i <= best && std::strcmp(want, ops->name) == 0) return ops;

@@ -36,6 +36,8 @@ const ParamInfo kParams[] = {
      "Shared secret for CHORUS_INIT=tcp:// rendezvous (default: derived from the address)."},
     {"CHORUS_CHECK_POINTERS", "1",
      "Check that user buffers are mapped host memory before touching them (1) or not (0)."},
+    {"CHORUS_KERNEL_ISA", "",
+     "Force a lower host kernel variant (baseline, avx2) for debugging; a higher one than the CPU runs is ignored."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -30,6 +30,7 @@ enum class Param : int {
   Init,            // CHORUS_INIT
   Secret,          // CHORUS_SECRET
   CheckPointers,   // CHORUS_CHECK_POINTERS
+  KernelIsa,       // CHORUS_KERNEL_ISA
   Count
 };
 
