@@ -98,8 +98,15 @@ chorusResult_t submit(const Call& c) {
   if (c.comm && c.comm->magic == kCommMagic) setLogRank(c.comm->rank);
   CollArgs args;
   chorusResult_t r = validate(c, &args);
-  if (r == chorusSuccess) r = enqueueOp(Op{c.comm, args, c.stream});
-  if (r != chorusSuccess && c.comm && c.comm->magic == kCommMagic) commRecordError(c.comm, r);
+  if (r != chorusSuccess) {
+    if (c.comm && c.comm->magic == kCommMagic) commRecordError(c.comm, r);
+    return r;
+  }
+  // From here until the decrement, chorusCommAbort/Destroy on another thread waits for us.
+  c.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
+  r = enqueueOp(Op{c.comm, args, c.stream});
+  if (r != chorusSuccess) commRecordError(c.comm, r);
+  c.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
   return r;
 }
 

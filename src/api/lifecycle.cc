@@ -167,6 +167,7 @@ CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   if (comm == nullptr) return chorusSuccess;
   CHORUS_CHECK(commCheck(comm, "chorusCommDestroy"));
   if (comm->initThread.joinable()) comm->initThread.join();
+  commWaitIdle(comm);  // queued stream work finishes first
   { std::lock_guard<std::mutex> lock(comm->execMutex); }
   commFree(comm);
   return chorusSuccess;
@@ -182,7 +183,9 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
   // only then is the transport list stable to walk.
   if (comm->initThread.joinable()) comm->initThread.join();
   for (auto& t : comm->transports) t->wakeAll();
-  // Wait for the operation in flight (it sees the flag and returns chorusAborted).
+  // Wait for calls in flight on other threads and queued stream work: they see the flag
+  // and return chorusAborted.
+  commWaitIdle(comm);
   { std::lock_guard<std::mutex> lock(comm->execMutex); }
   commFree(comm);
   return chorusSuccess;

@@ -74,6 +74,9 @@ struct chorusComm {
   chorusUniqueId id{};
 
   std::atomic<int> abortFlag{0};
+  /// API calls running on any thread plus operations queued on streams: destroy and abort
+  /// wait for this to reach zero before freeing, so no other thread is left inside.
+  std::atomic<int> activeCalls{0};
   std::atomic<int> asyncError{chorusSuccess};
 
   std::unique_ptr<chorus::Bootstrap> bootstrap;
@@ -113,6 +116,10 @@ void commRecordError(chorusComm* comm, chorusResult_t res);
 /// Full initialization of an allocated communicator (bootstrap, transports, connect).
 chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, int rank,
                         const chorusConfig_t* config);
+
+/// Waits until no call is inside the communicator (activeCalls == 0); with the abort flag
+/// raised, those calls return promptly.
+void commWaitIdle(chorusComm* comm);
 
 /// Frees everything; the pointer is invalid afterwards.
 void commFree(chorusComm* comm);

@@ -169,6 +169,14 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   return chorusSuccess;
 }
 
+void commWaitIdle(chorusComm* comm) {
+  while (comm->activeCalls.load(std::memory_order_acquire) > 0) {
+    if (comm->abortFlag.load(std::memory_order_relaxed))
+      for (auto& t : comm->transports) t->wakeAll();
+    usleep(1000);
+  }
+}
+
 void commFree(chorusComm* comm) {
   if (!comm) return;
   if (comm->initThread.joinable()) comm->initThread.join();

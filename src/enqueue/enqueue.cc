@@ -96,12 +96,16 @@ chorusResult_t enqueueOp(const Op& op) {
     return runCollective(comm, op.args);
   }
   Op copy = op;
-  return streamPush(op.stream, [copy] {
+  copy.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);  // released when it ran
+  chorusResult_t pushed = streamPush(op.stream, [copy] {
     std::vector<Op> one{copy};
     chorusResult_t r = executeBatch(copy.comm, one);
     recordAsync(copy.comm, r);
+    copy.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
     return r;
   });
+  if (pushed != chorusSuccess) copy.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+  return pushed;
 }
 
 chorusResult_t groupStart() {
@@ -130,7 +134,17 @@ chorusResult_t groupEnd() {
   }
   chorusStream_t stream = ops.front().stream;
   if (stream == nullptr) return runBatches(*batches, false);
-  return streamPush(stream, [batches] { return runBatches(*batches, true); });
+  for (auto& b : *batches) b.first->activeCalls.fetch_add(1, std::memory_order_acq_rel);
+  auto release = [](decltype(*batches)& bs) {
+    for (auto& b : bs) b.first->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+  };
+  chorusResult_t pushed = streamPush(stream, [batches, release] {
+    chorusResult_t r = runBatches(*batches, true);
+    release(*batches);
+    return r;
+  });
+  if (pushed != chorusSuccess) release(*batches);
+  return pushed;
 }
 
 }  // namespace chorus
