@@ -31,6 +31,19 @@ bool writableInPlace(const void* ptr, size_t bytes) {
   return n < 0 && errno != EFAULT;
 }
 
+// Reads the first and last byte through the kernel: fails with EFAULT where those pages
+// are unmapped or mapped without read access (mincore calls a PROT_NONE page mapped).
+bool readable(const void* ptr, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(ptr);
+  unsigned char got[2];
+  iovec local[2] = {{&got[0], 1}, {&got[1], 1}};
+  iovec remote[2] = {{const_cast<unsigned char*>(p), 1},
+                     {const_cast<unsigned char*>(p + bytes - 1), 1}};
+  ssize_t n = process_vm_readv(getpid(), local, 2, remote, 2, 0);
+  if (n == 2) return true;
+  return n < 0 && errno != EFAULT;
+}
+
 }  // namespace
 
 chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
@@ -62,6 +75,11 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
                   api, argName, ptr, bytes);
     // Other errors (EINVAL on odd mappings) say nothing about validity: let it through.
   }
+  if (!readable(ptr, bytes))
+    CHORUS_FAIL(chorusInvalidArgument,
+                "%s: %s=%p (%zu bytes) is not readable host memory in this process (a device "
+                "pointer, a freed buffer, or a region mapped without access?)",
+                api, argName, ptr, bytes);
   if (writable && !writableInPlace(ptr, bytes))
     CHORUS_FAIL(chorusInvalidArgument,
                 "%s: %s=%p (%zu bytes) is mapped but not writable (read-only memory cannot "

@@ -403,6 +403,14 @@ void* unmappedPointer() {
   return static_cast<char*>(p) + 128;
 }
 
+// A pointer into a reserved region with no access at all (mapped, so mincore alone would
+// call it fine; it can never be handed to another mapping while reserved).
+void* noAccessPointer() {
+  const size_t len = 4 * size_t(sysconf(_SC_PAGESIZE));
+  void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? reinterpret_cast<void*>(0x10) : static_cast<char*>(p) + 64;
+}
+
 void* readOnlyPointer() {
   const size_t len = 4 * size_t(sysconf(_SC_PAGESIZE));
   void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -414,9 +422,14 @@ void* readOnlyPointer() {
 enum class BadCall { AllReduceSend, AllReduceRecv, BroadcastSend, AllGatherSend, ReduceScatterSend,
                      AllToAllSend, ReduceSend, ScatterSend, GatherRecv, GroupSelfSend, ReadOnlyRecv };
 
-[[noreturn]] void badPointerChild(BadCall which, void* bad) {
+[[noreturn]] void badPointerChild(BadCall which, int kind) {
   chorusComm_t comm = nullptr;
   if (chorusCommInitAll(&comm, 1, nullptr) != chorusSuccess) _exit(99);
+  // Made after init, so no mapping made by init can land in the unmapped hole.
+  void* bad = kind == 0   ? reinterpret_cast<void*>(0x10)
+              : kind == 1 ? unmappedPointer()
+              : kind == 2 ? readOnlyPointer()
+                          : noAccessPointer();
   static float good[4096];
   chorusResult_t r = chorusSuccess;
   const size_t n = 1024;
@@ -452,13 +465,9 @@ class ApiBadPointer : public ::testing::TestWithParam<std::tuple<BadCall, int>> 
 TEST_P(ApiBadPointer, IsAnErrorNotACrash) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const BadCall which = std::get<0>(GetParam());
-  const int kind = std::get<1>(GetParam());  // 0: (void*)0x10, 1: unmapped region, 2: read-only
-  EXPECT_EXIT(
-      {
-        void* bad = kind == 0 ? reinterpret_cast<void*>(0x10)
-                              : kind == 1 ? unmappedPointer() : readOnlyPointer();
-        badPointerChild(which, bad);
-      },
+  // 0: (void*)0x10, 1: unmapped region, 2: read-only, 3: mapped without access
+  const int kind = std::get<1>(GetParam());
+  EXPECT_EXIT({ badPointerChild(which, kind); },
       ::testing::ExitedWithCode(0), "")
       << "exit 100+N: the call returned result N instead of chorusInvalidArgument/"
          "chorusInvalidUsage (or left no last error); a signal: it crashed";
@@ -470,7 +479,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          BadCall::AllGatherSend, BadCall::ReduceScatterSend,
                                          BadCall::AllToAllSend, BadCall::ReduceSend,
                                          BadCall::ScatterSend, BadCall::GroupSelfSend),
-                       ::testing::Values(0, 1)));
+                       ::testing::Values(0, 1, 3)));
 INSTANTIATE_TEST_SUITE_P(RecvBuffers, ApiBadPointer,
                          ::testing::Combine(::testing::Values(BadCall::AllReduceRecv,
                                                               BadCall::GatherRecv),
