@@ -52,11 +52,13 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
     std::memmove(selfRecvs[i]->recvbuf, selfSends[i]->sendbuf, sb);
   }
 
-  // Only the first unfinished op per (peer, direction) may move.
+  // Only the first unfinished op per (peer, direction) may move. `busy` is reused by every
+  // round: progress runs inside the polling loop, so it must not allocate.
+  std::vector<char> busy(static_cast<size_t>(comm->nranks) * 2, 0);
   auto progress = [&](bool* allDone, chorusResult_t* err) {
     bool moved = false;
     *allDone = true;
-    std::vector<char> busy(static_cast<size_t>(comm->nranks) * 2, 0);
+    std::fill(busy.begin(), busy.end(), 0);
     for (auto& s : st) {
       if (s.done == s.bytes) continue;
       *allDone = false;
