@@ -156,7 +156,8 @@ static chorusResult_t chorusCommFinalizeImpl(chorusComm_t comm) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommFinalize"));
   if (comm->initThread.joinable()) comm->initThread.join();
-  // Operations queued on streams finish under execMutex; taking it waits for a running one.
+  // Wait for work queued on host streams, then for the operation running now.
+  commWaitIdle(comm);
   std::lock_guard<std::mutex> lock(comm->execMutex);
   int err = comm->asyncError.load();
   return static_cast<chorusResult_t>(err == chorusInProgress ? chorusSuccess : err);

@@ -175,4 +175,28 @@ TEST(Lifecycle, SplitThenDestroyLeavesNothingBehind) {
   EXPECT_EQ(countChorusShm(), before);
 }
 
+TEST(Lifecycle, FinalizeWaitsForWorkQueuedOnStreams) {
+  const int n = 3;
+  std::vector<chorusComm_t> comms(n);
+  ASSERT_EQ(chorusCommInitAll(comms.data(), n, nullptr), chorusSuccess);
+  std::vector<std::vector<int>> out(n, std::vector<int>(1 << 16, -1));
+  std::vector<std::vector<int>> in(n);
+  std::vector<chorusStream_t> streams(n);
+  onRanks(comms, [&](int r, chorusComm_t c) {
+    in[static_cast<size_t>(r)].assign(1 << 16, r + 1);
+    ASSERT_EQ(chorusStreamCreate(&streams[static_cast<size_t>(r)]), chorusSuccess);
+    for (int k = 0; k < 4; ++k)
+      ASSERT_EQ(chorusAllReduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
+                                1 << 16, chorusInt32, chorusSum, c, streams[static_cast<size_t>(r)]),
+                chorusSuccess);
+    // No stream synchronize: finalize must wait for the queued work itself.
+    EXPECT_EQ(chorusCommFinalize(c), chorusSuccess);
+    for (int v : out[static_cast<size_t>(r)]) ASSERT_EQ(v, 6);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(chorusStreamDestroy(streams[static_cast<size_t>(r)]), chorusSuccess);
+    EXPECT_EQ(chorusCommDestroy(comms[static_cast<size_t>(r)]), chorusSuccess);
+  }
+}
+
 }  // namespace
