@@ -289,7 +289,9 @@ CHORUS_API chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, s
 CHORUS_API chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream);
 
 /** Point to point. Outside a group a send may wait for its matching receive; inside
- *  chorusGroupStart/End any set of sends and receives completes without deadlock. */
+ *  chorusGroupStart/End any set of sends and receives completes without deadlock. Within
+ *  one group a send buffer must not overlap a receive buffer (they progress at the same
+ *  time, as in NCCL). */
 CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
                                      chorusDataType_t datatype, int peer, chorusComm_t comm,
                                      chorusStream_t stream);

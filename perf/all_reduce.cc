@@ -7,15 +7,6 @@
 namespace perf {
 namespace {
 
-void getCounts(size_t bytes, size_t typeSize, int /*nranks*/, CollCounts* c) {
-  const size_t count = bytes / typeSize;
-  c->sendCount = count;
-  c->recvCount = count;
-  c->paramCount = count;
-  c->sendInplaceOffset = 0;
-  c->recvInplaceOffset = 0;
-}
-
 void initData(const CollArgs& a, void* sendbuf, void* recvbuf, bool inPlace) {
   const size_t count = a.counts.paramCount;
   if (inPlace) {
@@ -51,11 +42,13 @@ const CollDesc kAllReduceColl = {
     /*name=*/"all_reduce_perf",
     /*usesOp=*/true,
     /*usesRoot=*/false,
-    getCounts,
+    getSameCounts,
     initData,
     run,
     check,
     getBw,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/false,
 };
 
 }  // namespace perf

@@ -65,6 +65,48 @@ class ChorusBackend : public Backend {
     return fail(chorusAllReduce(sendbuf, recvbuf, count, kTypes[t], kOps[op], comm_, stream_),
                 "chorusAllReduce");
   }
+  int allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType t) override {
+    return fail(chorusAllGather(sendbuf, recvbuf, sendcount, kTypes[t], comm_, stream_),
+                "chorusAllGather");
+  }
+  int reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType t,
+                    RedOp op) override {
+    return fail(chorusReduceScatter(sendbuf, recvbuf, recvcount, kTypes[t], kOps[op], comm_,
+                                    stream_),
+                "chorusReduceScatter");
+  }
+  int broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) override {
+    return fail(chorusBroadcast(sendbuf, recvbuf, count, kTypes[t], root, comm_, stream_),
+                "chorusBroadcast");
+  }
+  int reduce(const void* sendbuf, void* recvbuf, size_t count, DataType t, RedOp op,
+             int root) override {
+    return fail(chorusReduce(sendbuf, recvbuf, count, kTypes[t], kOps[op], root, comm_, stream_),
+                "chorusReduce");
+  }
+  int allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType t) override {
+    return fail(chorusAllToAll(sendbuf, recvbuf, count, kTypes[t], comm_, stream_),
+                "chorusAllToAll");
+  }
+  int scatter(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) override {
+    return fail(chorusScatter(sendbuf, recvbuf, count, kTypes[t], root, comm_, stream_),
+                "chorusScatter");
+  }
+  int gather(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) override {
+    return fail(chorusGather(sendbuf, recvbuf, count, kTypes[t], root, comm_, stream_),
+                "chorusGather");
+  }
+  int sendRecv(const void* sendbuf, int sendPeer, void* recvbuf, int recvPeer, size_t count,
+               DataType t) override {
+    // Like nccl-tests: both inside one group, so the pair cannot deadlock.
+    if (fail(chorusGroupStart(), "chorusGroupStart")) return 1;
+    int bad = fail(chorusSend(sendbuf, count, kTypes[t], sendPeer, comm_, stream_), "chorusSend");
+    if (!bad) bad = fail(chorusRecv(recvbuf, count, kTypes[t], recvPeer, comm_, stream_),
+                         "chorusRecv");
+    chorusResult_t end = chorusGroupEnd();  // always close the group
+    return bad ? 1 : fail(end, "chorusGroupEnd");
+  }
+  int barrierColl() override { return fail(chorusBarrier(comm_, stream_), "chorusBarrier"); }
   int groupStart() override { return fail(chorusGroupStart(), "chorusGroupStart"); }
   int groupEnd() override { return fail(chorusGroupEnd(), "chorusGroupEnd"); }
   int sync() override {

@@ -2,6 +2,8 @@
 // See common.h for the shape; this file knows neither Chorus nor MPI.
 #include "common.h"
 
+#include "colls.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -293,6 +295,27 @@ size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, in
                          int nranks, size_t offset) {
   PERF_DISPATCH_TYPE(t, countPatternT, buf, count, t, op, rank, nranks, offset);
   return count;
+}
+
+size_t countWrongBlocks(const void* buf, size_t count, DataType t, RedOp op, int nranks,
+                        size_t offset) {
+  size_t wrong = 0;
+  for (int r = 0; r < nranks; ++r)
+    wrong += countWrongPattern(elemPtr(buf, static_cast<size_t>(r) * count, t), count, t, op, r,
+                               nranks, offset);
+  return wrong;
+}
+
+void getSameCounts(size_t bytes, size_t typeSize, int /*nranks*/, CollCounts* c) {
+  const size_t count = bytes / typeSize;
+  *c = CollCounts{count, count, count, 0, 0};
+}
+
+void poison(void* buf, size_t count, DataType t) { memset(buf, 0xa5, count * typeSize(t)); }
+
+void setBw(double bytes, double sec, double factor, double* algBw, double* busBw) {
+  *algBw = sec > 0 ? bytes / 1.0e9 / sec : 0.0;
+  *busBw = *algBw * factor;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -689,12 +712,15 @@ void Driver::benchOne(CollArgs& args, size_t bytes, bool inPlace, Row* row) {
   }
 
   double wrong = -1;
-  if (o_.check) {
+  const bool checked = o_.check && !(inPlace && coll_.inPlaceUnchecked);
+  if (checked) {
     coll_.initData(args, sendbuf_, recvbuf_, inPlace);
     check(coll_.run(args, send, recv), "checked call");
     check(b_->sync(), "sync");
     // Test hook: proves the check can fail (tests/integration/perf expects #wrong == 1).
-    if (injectError_ && rank_ == nranks_ - 1 && args.counts.recvCount > 0) recv[0] ^= 0x40;
+    // Rooted collectives flip on the root: elsewhere the output may not be checked.
+    const int victim = coll_.usesRoot ? args.root : nranks_ - 1;
+    if (injectError_ && rank_ == victim && args.counts.recvCount > 0) recv[0] ^= 0x40;
     wrong = static_cast<double>(coll_.check(args, sendbuf_, recvbuf_, inPlace));
     check(b_->allReduceDoubles(&wrong, 1, kSum), "error count reduction");
     if (wrong > 0) errors_++;
@@ -713,7 +739,7 @@ void Driver::benchOne(CollArgs& args, size_t bytes, bool inPlace, Row* row) {
     snprintf(timeStr, sizeof timeStr, "%7.1f", us);
   else
     snprintf(timeStr, sizeof timeStr, "%7.2f", us);
-  if (o_.check)
+  if (checked)
     print("  %7s  %6.2f  %6.2f  %5g", timeStr, algBw, busBw, wrong);
   else
     print("  %7s  %6.2f  %6.2f  %5s", timeStr, algBw, busBw, "N/A");
@@ -739,6 +765,7 @@ void Driver::runTest(DataType t, RedOp op) {
     rows_.push_back(outRow);
     rows_.push_back(inRow);
 
+    if (coll_.noData) break;  // barrier: one row, whatever the sizes
     size_t next = o_.stepFactor > 1 ? size * o_.stepFactor : size + o_.stepBytes;
     if (next <= size || next > o_.maxBytes) break;  // also stops 0 * factor and overflow
     size = next;
@@ -819,7 +846,9 @@ int Driver::run() {
   CollCounts maxCounts{};
   coll_.getCounts(o_.maxBytes, 1, nranks_, &maxCounts);
   sendBytesMax_ = std::max<size_t>(maxCounts.sendCount, 1);
-  recvBytesMax_ = std::max<size_t>(maxCounts.recvCount, 1);
+  // In-place runs use the receive allocation for both sides (reduce-scatter and scatter
+  // read nranks blocks from it): size it like nccl-tests, max(send, recv).
+  recvBytesMax_ = std::max<size_t>(std::max(maxCounts.recvCount, maxCounts.sendCount), 1);
   const size_t align = 4096;
   void* p = nullptr;
   if (posix_memalign(&p, align, (sendBytesMax_ + align - 1) / align * align) != 0) {
@@ -851,6 +880,9 @@ int Driver::run() {
 
   if (rank_ == 0 && !o_.csvPath.empty()) writeCsv();
   if (rank_ == 0 && !o_.jsonPath.empty()) writeJson();
+  // Nobody leaves before rank 0 has printed and written everything: with wrong results
+  // the other ranks exit 1 at once, and the launcher then kills rank 0 mid-table.
+  check(b_->barrier(), "final barrier");
 
   free(sendbuf_);
   free(recvbuf_);

@@ -65,6 +65,25 @@ class Backend {
   // --- collectives measured by the binaries -----------------------------------------
   virtual int allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType t,
                         RedOp op) = 0;
+  // The others take the arguments and follow the in-place rules of include/chorus.h
+  // (counts per rank, as chorusAllGather & co.).
+  virtual int allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType t) = 0;
+  virtual int reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType t,
+                            RedOp op) = 0;
+  virtual int broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType t,
+                        int root) = 0;
+  virtual int reduce(const void* sendbuf, void* recvbuf, size_t count, DataType t, RedOp op,
+                     int root) = 0;
+  virtual int allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType t) = 0;
+  virtual int scatter(const void* sendbuf, void* recvbuf, size_t count, DataType t,
+                      int root) = 0;
+  virtual int gather(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) = 0;
+  /// Sends count elements to sendPeer and receives count from recvPeer, concurrently
+  /// (Chorus: a send and a recv inside one group; MPI: MPI_Sendrecv).
+  virtual int sendRecv(const void* sendbuf, int sendPeer, void* recvbuf, int recvPeer,
+                       size_t count, DataType t) = 0;
+  /// The measured barrier (on the measurement stream, unlike the helper barrier()).
+  virtual int barrierColl() = 0;
   /// Brackets the -m aggregated calls of one iteration (a no-op where there are no groups).
   virtual int groupStart() { return 0; }
   virtual int groupEnd() { return 0; }
@@ -123,6 +142,11 @@ struct CollDesc {
   /// Bandwidths in GB/s (1e9 B/s) from the measured seconds per call.
   void (*getBw)(size_t count, size_t typeSize, double sec, int nranks, double* algBw,
                 double* busBw);
+  /// true: the collective moves no data (barrier): one row per type, size and count 0.
+  bool noData;
+  /// true: the in-place variant is timed but never checked (#wrong N/A), because the
+  /// call defines no in-place result (sendrecv with sendbuf == recvbuf, as in nccl-tests).
+  bool inPlaceUnchecked;
 };
 
 /// Parses the command line, runs the sweep, prints the table on rank 0, finalizes the
@@ -153,6 +177,24 @@ size_t countWrongReduced(const void* buf, size_t count, DataType t, RedOp op, in
 /// for checking that a send buffer was left untouched).
 size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, int rank,
                          int nranks, size_t offset);
+
+/// Counts elements of buf, nranks blocks of `count` elements, where block i must be rank
+/// i's input pattern starting at pattern index offset (gathers, all-to-all).
+size_t countWrongBlocks(const void* buf, size_t count, DataType t, RedOp op, int nranks,
+                        size_t offset);
+/// Fills count elements with bytes no pattern value has, so an untouched output shows up.
+void poison(void* buf, size_t count, DataType t);
+
+/// The address of element `elems` of buf (elements of type t).
+inline char* elemPtr(void* buf, size_t elems, DataType t) {
+  return static_cast<char*>(buf) + elems * typeSize(t);
+}
+inline const char* elemPtr(const void* buf, size_t elems, DataType t) {
+  return static_cast<const char*>(buf) + elems * typeSize(t);
+}
+
+/// algbw = bytes / sec (GB/s), busbw = algbw * factor (nccl-tests' *GetBw functions).
+void setBw(double bytes, double sec, double factor, double* algBw, double* busBw);
 
 // --- float16 / bfloat16 helpers (round to nearest even), independent of the library ---
 uint16_t floatToHalf(float f);
