@@ -14,13 +14,6 @@ void getCounts(size_t bytes, size_t typeSize, int nranks, CollCounts* c) {
   c->recvInplaceOffset = 0;
 }
 
-// Rank r contributes its own pattern; block r of the result must be exactly that.
-void initData(const CollArgs& a, void* sendbuf, void* recvbuf, bool inPlace) {
-  const size_t per = a.counts.paramCount;
-  poison(recvbuf, a.counts.recvCount, a.type);
-  void* in = inPlace ? elemPtr(recvbuf, static_cast<size_t>(a.rank) * per, a.type) : sendbuf;
-  fillPattern(in, per, a.type, a.op, a.rank, a.nranks, 0);
-}
 
 int run(const CollArgs& a, const void* sendbuf, void* recvbuf) {
   return a.backend->allGather(sendbuf, recvbuf, a.counts.paramCount, a.type);
@@ -33,15 +26,11 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   return wrong;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, int nranks, double* algBw, double* busBw) {
-  setBw(static_cast<double>(count * typeSize) * nranks, sec,
-        static_cast<double>(nranks - 1) / nranks, algBw, busBw);
-}
 
 }  // namespace
 
 const CollDesc kAllGatherColl = {"all_gather_perf", /*usesOp=*/false, /*usesRoot=*/false,
-                                 getCounts, initData, run, check, getBw,
+                                 getCounts, initOwnBlock, run, check, getBwPerRankBlocks,
     /*noData=*/false, /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

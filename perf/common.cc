@@ -318,6 +318,19 @@ void setBw(double bytes, double sec, double factor, double* algBw, double* busBw
   *busBw = *algBw * factor;
 }
 
+void getBwPerRankBlocks(size_t count, size_t typeSize, double sec, int nranks, double* algBw,
+                        double* busBw) {
+  setBw(static_cast<double>(count * typeSize) * nranks, sec,
+        static_cast<double>(nranks - 1) / nranks, algBw, busBw);
+}
+
+void initOwnBlock(const CollArgs& a, void* sendbuf, void* recvbuf, bool inPlace) {
+  const size_t per = a.counts.paramCount;
+  poison(recvbuf, a.counts.recvCount, a.type);
+  void* in = inPlace ? elemPtr(recvbuf, static_cast<size_t>(a.rank) * per, a.type) : sendbuf;
+  fillPattern(in, per, a.type, a.op, a.rank, a.nranks, 0);
+}
+
 // ---------------------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------------------

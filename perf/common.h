@@ -196,6 +196,15 @@ inline const char* elemPtr(const void* buf, size_t elems, DataType t) {
 /// algbw = bytes / sec (GB/s), busbw = algbw * factor (nccl-tests' *GetBw functions).
 void setBw(double bytes, double sec, double factor, double* algBw, double* busBw);
 
+/// The bandwidth of collectives that move one block per rank (all-gather, reduce-scatter,
+/// all-to-all, scatter, gather): bytes = count * typeSize * nranks, factor (n-1)/n.
+void getBwPerRankBlocks(size_t count, size_t typeSize, double sec, int nranks, double* algBw,
+                        double* busBw);
+
+/// initData of the gathering collectives: rank r fills its own pattern, in place at block r
+/// of the receive buffer (which is poisoned first).
+void initOwnBlock(const CollArgs& a, void* sendbuf, void* recvbuf, bool inPlace);
+
 // --- float16 / bfloat16 helpers (round to nearest even), independent of the library ---
 uint16_t floatToHalf(float f);
 float halfToFloat(uint16_t h);

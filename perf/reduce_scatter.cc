@@ -36,15 +36,11 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   return wrong;
 }
 
-void getBw(size_t count, size_t typeSize, double sec, int nranks, double* algBw, double* busBw) {
-  setBw(static_cast<double>(count * typeSize) * nranks, sec,
-        static_cast<double>(nranks - 1) / nranks, algBw, busBw);
-}
 
 }  // namespace
 
 const CollDesc kReduceScatterColl = {"reduce_scatter_perf", /*usesOp=*/true, /*usesRoot=*/false,
-                                     getCounts, initData, run, check, getBw,
+                                     getCounts, initData, run, check, getBwPerRankBlocks,
     /*noData=*/false, /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

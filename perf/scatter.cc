@@ -47,15 +47,11 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   return countWrongPattern(out, per, a.type, a.op, a.root, a.nranks, mine);
 }
 
-void getBw(size_t count, size_t typeSize, double sec, int nranks, double* algBw, double* busBw) {
-  setBw(static_cast<double>(count * typeSize) * nranks, sec,
-        static_cast<double>(nranks - 1) / nranks, algBw, busBw);
-}
 
 }  // namespace
 
 const CollDesc kScatterColl = {"scatter_perf", /*usesOp=*/false, /*usesRoot=*/true, getCounts,
-                               initData, run, check, getBw,
+                               initData, run, check, getBwPerRankBlocks,
     /*noData=*/false, /*inPlaceUnchecked=*/false};
 
 }  // namespace perf
