@@ -26,15 +26,18 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return chorusSuccess;
   }
-  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  // Ring in comm->ring order: at step s a rank forwards the block that started s
+  // positions before it.
+  const RingOrder& ring = comm->ring;
+  const int next = ring.next, prev = ring.prev, me = ring.me;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   for (size_t off = 0; off < a.count; off += pieceElems) {
     const size_t cnt = std::min(pieceElems, a.count - off);
     const size_t o = off * elem;
     CHORUS_CHECK(p.copySend(next, in + o, block(rank) + o, cnt));
     for (int s = 1; s < n - 1; ++s)
-      CHORUS_CHECK(p.recvCopySend(prev, next, block((rank - s + n) % n) + o, cnt));
-    CHORUS_CHECK(p.recv(prev, block((rank + 1) % n) + o, cnt));
+      CHORUS_CHECK(p.recvCopySend(prev, next, block(ring.at(me - s)) + o, cnt));
+    CHORUS_CHECK(p.recv(prev, block(ring.at(me + 1)) + o, cnt));
   }
   return chorusSuccess;
 }

@@ -52,8 +52,10 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
 }
 
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  const int n = comm->nranks, rank = comm->rank;
-  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  // Chunks are numbered by ring position (comm->ring), not rank: any numbering every rank
+  // agrees on works, and this one keeps each host's ranks adjacent.
+  const int n = comm->nranks, rank = comm->ring.me;
+  const int next = comm->ring.next, prev = comm->ring.prev;
   const size_t elem = p.elemSize();
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);

@@ -23,8 +23,9 @@ chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return p.recvLL(root, a.recvbuf, bytes);
   }
-  const int pos = (rank - root + n) % n;  // position in the chain
-  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  // A chain along comm->ring starting at the root.
+  const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] + n) % n;
+  const int next = comm->ring.next, prev = comm->ring.prev;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);

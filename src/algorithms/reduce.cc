@@ -9,9 +9,10 @@
 namespace chorus {
 
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  const int n = comm->nranks, rank = comm->rank, root = a.root;
-  const int pos = (rank - root - 1 + 2 * n) % n;  // root is last (pos n-1)
-  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  const int n = comm->nranks, root = a.root;
+  // A chain along comm->ring ending at the root (chain position n-1).
+  const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] - 1 + 2 * n) % n;
+  const int next = comm->ring.next, prev = comm->ring.prev;
   const size_t elem = p.elemSize();
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);

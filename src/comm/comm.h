@@ -62,6 +62,20 @@ struct CommTuning {
   std::string proto;     // CHORUS_PROTO
 };
 
+/// The order ring algorithms visit ranks in: hosts in the order of their lowest rank, and
+/// a host's ranks together in rank order, so a ring crosses each host boundary once
+/// (with ranks 0,2 on host A and 1,3 on host B, rank order would cross four times).
+struct RingOrder {
+  std::vector<int> order;  // position -> rank
+  std::vector<int> pos;    // rank -> position
+  int me = 0;              // this rank's position
+  int next = 0, prev = 0;  // neighbouring ranks
+  int at(int position) const {
+    const int n = static_cast<int>(order.size());
+    return order[static_cast<size_t>(((position % n) + n) % n)];
+  }
+};
+
 }  // namespace chorus
 
 struct chorusComm {
@@ -86,6 +100,7 @@ struct chorusComm {
   std::vector<std::unique_ptr<chorus::RecvConn>> recvConn;  // by peer rank
   int localRanks = 1;
   int ncpus = 1;
+  chorus::RingOrder ring;
 
   chorus::CommTuning tuning{};
   std::vector<chorus::UserOp> userOps;

@@ -9,6 +9,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "comm/hostid.h"
+#include "comm/hostlist.h"
 #include "core/checks.h"
 #include "core/debug.h"
 #include "core/params.h"
@@ -106,8 +107,39 @@ chorusResult_t tcpRendezvous(const std::string& hostport, EnvRendezvous* rv) {
     CHORUS_FAIL(chorusInvalidArgument, "rendezvous port '%s' is not in 1..65535", port.c_str());
   uint8_t secret[16];
   CHORUS_CHECK(secretFor(hostport, rv->nranks, secret));
-  if (rv->rank == 0) return bootstrapCreateRootAt(host.c_str(), portNum, secret, &rv->id);
+  // chorusrun serves the root itself (rank 0 may be on any host) and says so.
+  if (rv->rank == 0 && paramInt(Param::InitServed) == 0)
+    return bootstrapCreateRootAt(host.c_str(), portNum, secret, &rv->id);
   return bootstrapIdFor(host.c_str(), portNum, secret, &rv->id);
+}
+
+// Under srun nobody hands us an address, but every task knows the step's host list and
+// ids: rank 0 (the first task, placed on the first host by Slurm's block distribution)
+// serves the root on a port derived from the job and step, and the others dial the
+// first host by name. Returns "" when this is not a Slurm step.
+chorusResult_t slurmInit(const EnvRendezvous& rv, std::string* init) {
+  if (rv.source != "Slurm") return chorusSuccess;
+  const char* nodes = env("SLURM_STEP_NODELIST");
+  if (!nodes) nodes = env("SLURM_JOB_NODELIST");
+  const char* job = env("SLURM_JOB_ID");
+  if (!nodes || !job) return chorusSuccess;
+  std::vector<std::string> hosts;
+  if (!expandHostList(nodes, &hosts))
+    CHORUS_FAIL(chorusInvalidArgument, "cannot parse the Slurm host list SLURM_STEP_NODELIST='%s'",
+                nodes);
+  const char* stepText = env("SLURM_STEP_ID");
+  const unsigned long jobId = std::strtoul(job, nullptr, 10);
+  const unsigned long step = stepText ? std::strtoul(stepText, nullptr, 10) : 0;
+  // Steps of one job get neighbouring ports; jobs spread over a 16K range.
+  const int64_t port = paramInt(Param::SlurmPortBase) +
+                       static_cast<int64_t>((jobId * 64 + step) % 16384);
+  if (port < 1 || port > 65535)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "CHORUS_SLURM_PORT_BASE=%lld gives port %lld for job %lu step %lu: outside 1..65535",
+                static_cast<long long>(paramInt(Param::SlurmPortBase)), static_cast<long long>(port),
+                jobId, step);
+  *init = "tcp://" + hosts.front() + ":" + std::to_string(port);
+  return chorusSuccess;
 }
 
 chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
@@ -131,7 +163,9 @@ chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
       if (r == 1) return chorusSuccess;
     }
     if (monotonicNs() > deadline)
-      CHORUS_FAIL(chorusTimeout, "rank %d: rendezvous file %s never appeared (is rank 0 running?)",
+      CHORUS_FAIL(chorusTimeout,
+                  "rank %d: rendezvous file %s never appeared (is rank 0 running? ranks on other "
+                  "hosts cannot see it: set CHORUS_INIT=tcp://host:port there)",
                   rv->rank, path.c_str());
     usleep(10000);
   }
@@ -144,6 +178,7 @@ chorusResult_t rendezvousFromEnv(EnvRendezvous* rv) {
   std::string init = paramString(Param::Init);
   if (init.empty() && env("MASTER_ADDR") && env("MASTER_PORT"))
     init = std::string("tcp://") + env("MASTER_ADDR") + ":" + env("MASTER_PORT");
+  if (init.empty()) CHORUS_CHECK(slurmInit(*rv, &init));
   if (init.empty()) {
     // One host, no address: meet in a file named after the launcher's job.
     const char* job = env("OMPI_MCA_ess_base_jobid");

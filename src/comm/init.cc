@@ -71,6 +71,27 @@ chorusResult_t readTuning(chorusComm* comm) {
   return chorusSuccess;
 }
 
+void buildRing(chorusComm* comm) {
+  const int n = comm->nranks;
+  RingOrder& r = comm->ring;
+  r.order.clear();
+  std::vector<bool> placed(static_cast<size_t>(n), false);
+  for (int first = 0; first < n; ++first) {
+    if (placed[static_cast<size_t>(first)]) continue;
+    const uint64_t host = comm->peers[static_cast<size_t>(first)].hostHash;
+    for (int q = first; q < n; ++q)
+      if (!placed[static_cast<size_t>(q)] && comm->peers[static_cast<size_t>(q)].hostHash == host) {
+        placed[static_cast<size_t>(q)] = true;
+        r.order.push_back(q);
+      }
+  }
+  r.pos.assign(static_cast<size_t>(n), 0);
+  for (int i = 0; i < n; ++i) r.pos[static_cast<size_t>(r.order[static_cast<size_t>(i)])] = i;
+  r.me = r.pos[static_cast<size_t>(comm->rank)];
+  r.next = r.at(r.me + 1);
+  r.prev = r.at(r.me - 1);
+}
+
 chorusResult_t connectTransports(chorusComm* comm) {
   const int n = comm->nranks;
   comm->sendConn.resize(static_cast<size_t>(n));
@@ -105,6 +126,10 @@ chorusResult_t connectTransports(chorusComm* comm) {
       CHORUS_CHECK(tr->connect(ctx, p, infos.data() + static_cast<size_t>(p) * kConnectInfoBytes,
                                &comm->sendConn[static_cast<size_t>(p)],
                                &comm->recvConn[static_cast<size_t>(p)]));
+      // One line per peer pair, so "which transport did rank 3 use to reach rank 5" is
+      // answerable from CHORUS_DEBUG=INFO alone (tests grep for it).
+      CHORUS_INFO(kLogInit, "rank %d -> rank %d via %s (%s host)", comm->rank, p, tr->name(),
+                  comm->peers[static_cast<size_t>(p)].hostHash == self.hostHash ? "same" : "other");
     }
     CHORUS_CHECK(comm->bootstrap->barrier());
     tr->finishSetup();
@@ -161,6 +186,12 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   const int64_t spin = paramInt(Param::SpinCount);
   comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
 
+  buildRing(comm);
+  if (nranks > 1 && nranks <= 64) {
+    std::string text;
+    for (int r : comm->ring.order) text += (text.empty() ? "" : " ") + std::to_string(r);
+    CHORUS_INFO(kLogInit, "rank %d: ring order %s", rank, text.c_str());
+  }
   CHORUS_CHECK(connectTransports(comm));
   CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
               rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),

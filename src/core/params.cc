@@ -38,6 +38,17 @@ const ParamInfo kParams[] = {
      "Check that user buffers are mapped host memory before touching them (1) or not (0)."},
     {"CHORUS_KERNEL_ISA", "",
      "Force a lower host kernel variant (baseline, avx2) for debugging; a higher one than the CPU runs is ignored."},
+    {"CHORUS_NSOCKS", "2",
+     "TCP sockets per peer pair and direction; each message is striped across them (1 to 16)."},
+    {"CHORUS_SOCKET_BUFSIZE", "4M",
+     "SO_SNDBUF/SO_RCVBUF asked for on TCP transport sockets (the kernel may cap it)."},
+    {"CHORUS_SHM_DISABLE", "0",
+     "1: never use shared memory, so ranks of one host talk over TCP (testing, comparisons)."},
+    {"CHORUS_TCP_CHUNKSIZE", "512K", "Bytes per FIFO slot on TCP connections."},
+    {"CHORUS_INIT_SERVED", "0",
+     "1: the CHORUS_INIT=tcp:// root is already served by the launcher (chorusrun); rank 0 only joins it."},
+    {"CHORUS_SLURM_PORT_BASE", "29500",
+     "Under Slurm without CHORUS_INIT, the rendezvous port is this plus a number derived from the job and step ids."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

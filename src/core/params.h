@@ -31,6 +31,12 @@ enum class Param : int {
   Secret,          // CHORUS_SECRET
   CheckPointers,   // CHORUS_CHECK_POINTERS
   KernelIsa,       // CHORUS_KERNEL_ISA
+  Nsocks,          // CHORUS_NSOCKS
+  SocketBuf,       // CHORUS_SOCKET_BUFSIZE
+  ShmDisable,      // CHORUS_SHM_DISABLE
+  TcpChunkSize,    // CHORUS_TCP_CHUNKSIZE
+  InitServed,      // CHORUS_INIT_SERVED
+  SlurmPortBase,   // CHORUS_SLURM_PORT_BASE
   Count
 };
 
