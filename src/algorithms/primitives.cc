@@ -33,6 +33,12 @@ chorusResult_t Prims::failed(chorusResult_t r, const char* doing, int peer) {
   if (r == chorusAborted)
     return fail(r, __FILE__, __LINE__, "%s (seq %llu) on rank %d: communicator aborted", w_.what,
                 static_cast<unsigned long long>(seq_), comm_->rank);
+  // A transport that knows more (a closed socket's address) has said it already; shm only
+  // knows that the peer's process is gone. The last error is cleared on API entry.
+  if (r == chorusRemoteError)
+    return fail(r, __FILE__, __LINE__, "%s (seq %llu) on rank %d failed %s rank %d: %s", w_.what,
+                static_cast<unsigned long long>(seq_), comm_->rank, doing, peer,
+                *threadLastError() ? threadLastError() : "its process exited");
   return r;
 }
 

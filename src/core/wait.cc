@@ -1,5 +1,9 @@
 #include "wait.h"
 
+#include <signal.h>
+
+#include <cerrno>
+
 namespace chorus {
 
 namespace {
@@ -7,10 +11,15 @@ namespace {
 // short waits, sleeping keeps an idle rank from costing its peers CPU time.
 constexpr int64_t kYieldPhaseNs = 2000000;   // 2 ms
 constexpr int64_t kSleepSliceNs = 10000000;  // futex timeout: re-check deadline/abort
+constexpr int64_t kPeerCheckNs = 500000000;  // how often a sleeping waiter checks its peer
+
+bool processGone(int pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 }  // namespace
 
-chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell) {
+chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
+                        int watchPid) {
   const int64_t start = nowNs();
+  int64_t nextPeerCheck = start + kPeerCheckNs;
   for (uint64_t iter = 1;; ++iter) {
     if (ready(arg)) return chorusSuccess;
     if (w.abortFlag && w.abortFlag->load(std::memory_order_relaxed)) return chorusAborted;
@@ -18,6 +27,10 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     if ((iter & 15) == 0) {
       int64_t t = nowNs();
       if (t > w.deadlineNs) return chorusTimeout;
+      if (watchPid > 0 && t > nextPeerCheck) {
+        nextPeerCheck = t + kPeerCheckNs;
+        if (processGone(watchPid)) return ready(arg) ? chorusSuccess : chorusRemoteError;
+      }
       if (bell && t - start > kYieldPhaseNs) {
         uint32_t seen = bell->seq.load(std::memory_order_acquire);
         bell->sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -51,19 +51,23 @@ inline void ringDoorbell(Doorbell* bell) {
 }
 
 /// Slow part of waitUntil (out of line: keeps the fast path small).
-chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell);
+chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
+                        int watchPid);
 
 /// Returns chorusSuccess once ready() is true, chorusAborted if the abort flag rises,
-/// chorusTimeout at the deadline (the caller names what it waited for).
+/// chorusTimeout at the deadline (the caller names what it waited for), and
+/// chorusRemoteError once process `watchPid` (a same-host peer; 0: none) no longer exists,
+/// checked about twice a second while sleeping, so a dead peer is not a five-minute hang.
 template <class Ready>
-inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell) {
+inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell,
+                                int watchPid = 0) {
   if (__builtin_expect(ready(), 1)) return chorusSuccess;
   for (int i = 0; i < w.spin; ++i) {
     cpuRelax();
     if (ready()) return chorusSuccess;
   }
   using R = std::remove_reference_t<Ready>;
-  return waitSlow([](void* a) { return (*static_cast<R*>(a))(); }, &ready, w, bell);
+  return waitSlow([](void* a) { return (*static_cast<R*>(a))(); }, &ready, w, bell, watchPid);
 }
 
 }  // namespace chorus

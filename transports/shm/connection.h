@@ -17,6 +17,7 @@ struct ConnView {
   AreaGeometry geo;
   Doorbell* localBell;
   Doorbell* remoteBell;
+  int peerPid;         // the other end's process (same host): waits notice when it dies
 };
 
 class ShmSendConn final : public SendConn {

@@ -128,6 +128,7 @@ chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, cons
     v.geo = geo_;
     v.localBell = local;
     v.remoteBell = remote;
+    v.peerPid = (*ctx.peers)[static_cast<size_t>(peer)].pid;
     return v;
   };
   // We write into our area of the peer's segment; the peer writes into its area of ours.

@@ -1,0 +1,72 @@
+// peer_exit.cc — what the survivors see when a rank's process exits in the middle of a job.
+//
+//   chorusrun -np N peer_exit [--victim R] [--bytes B] [--within S]
+//
+// Every rank initializes from the environment and runs one checked all-reduce. Then the
+// victim rank (default: the last) leaves with _exit(0) — a clean exit status, so the
+// launcher has no reason to stop anyone and only the library can notice — while the others
+// start another all-reduce of B bytes (default 16 MiB). Each survivor must get an error
+// (not success, not a hang) within S seconds (default 20, far below CHORUS_TIMEOUT_S,
+// which the test sets higher), and the error text must name a rank. Survivors exit 0 when
+// that holds and 1 otherwise. Same host: the shm transport notices that the process is
+// gone; another host: the tcp connection closes; a survivor whose neighbour failed sees
+// that neighbour leave in turn.
+#include <chorus.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  int victim = -1;
+  size_t bytes = 16u << 20;
+  double within = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--victim")) victim = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--within")) within = std::atof(argv[i + 1]);
+    else { std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S]\n"); return 2; }
+  }
+  chorusComm_t comm = nullptr;
+  if (chorusCommInitFromEnv(&comm, nullptr) != chorusSuccess) {
+    std::fprintf(stderr, "peer_exit: init failed: %s\n", chorusGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, n = 0;
+  chorusCommUserRank(comm, &rank);
+  chorusCommCount(comm, &n);
+  if (victim < 0) victim = n - 1;
+
+  // A first all-reduce that must succeed: everyone is connected and alive.
+  const size_t count = bytes / sizeof(float);
+  std::vector<float> buf(count, 1.0f);
+  if (chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm,
+                      nullptr) != chorusSuccess ||
+      buf[0] != static_cast<float>(n) || buf[count - 1] != static_cast<float>(n)) {
+    std::fprintf(stderr, "rank %d: the first all-reduce failed: %s\n", rank,
+                 chorusGetLastError(comm));
+    return 1;
+  }
+  if (rank == victim) {
+    std::fflush(stdout);
+    _exit(0);  // no destroy, no goodbye: as if the host lost the process
+  }
+  const auto start = std::chrono::steady_clock::now();
+  chorusResult_t r = chorusSuccess;
+  // Keep calling until one fails: a survivor far from the victim may complete a call or two
+  // before the failure reaches it.
+  for (int i = 0; i < 1000 && r == chorusSuccess; ++i)
+    r = chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string why = chorusGetLastError(comm);
+  std::printf("rank %d: %s after %.2f s: %s\n", rank, chorusGetErrorString(r), took, why.c_str());
+  chorusCommAbort(comm);
+  const bool ok = r != chorusSuccess && took < within && why.find("rank") != std::string::npos;
+  if (!ok) std::fprintf(stderr, "rank %d: expected an error naming a rank within %.0f s\n", rank, within);
+  return ok ? 0 : 1;
+}
