@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chorus.h"
+#include "launch_init.h"
 
 namespace perf {
 namespace {
@@ -17,11 +18,6 @@ const chorusDataType_t kTypes[kNumTypes] = {chorusInt8,   chorusUint8,   chorusI
                                             chorusFloat32, chorusFloat64, chorusBfloat16};
 const chorusRedOp_t kOps[kNumOps] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
 
-bool envSet(const char* name) {
-  const char* v = getenv(name);
-  return v && *v;
-}
-
 class ChorusBackend : public Backend {
  public:
   ~ChorusBackend() override {
@@ -29,16 +25,9 @@ class ChorusBackend : public Backend {
     if (comm_) chorusCommDestroy(comm_);
   }
 
-  int init(int*, char***) override {
-    // A launcher names the rank; without one, run alone (like nccl-tests on one GPU).
-    if (envSet("CHORUS_RANK") || envSet("RANK") || envSet("OMPI_COMM_WORLD_RANK") ||
-        envSet("SLURM_PROCID")) {
-      if (fail(chorusCommInitFromEnv(&comm_, nullptr), "chorusCommInitFromEnv")) return 1;
-    } else {
-      chorusUniqueId id;
-      if (fail(chorusGetUniqueId(&id), "chorusGetUniqueId")) return 1;
-      if (fail(chorusCommInitRank(&comm_, 1, id, 0), "chorusCommInitRank")) return 1;
-    }
+  int init(int* argc, char*** argv) override {
+    const char* how = "";
+    if (fail(launchInit(&comm_, argc, argv, &how), "Chorus init")) return 1;
     if (fail(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank")) return 1;
     if (fail(chorusCommCount(comm_, &nranks_), "chorusCommCount")) return 1;
     const char* s = getenv("CHORUS_PERF_STREAM");
@@ -138,7 +127,9 @@ class ChorusBackend : public Backend {
     if (fail(chorusCommFinalize(comm_), "chorusCommFinalize")) return 1;
     chorusComm_t c = comm_;
     comm_ = nullptr;
-    return fail(chorusCommDestroy(c), "chorusCommDestroy");
+    const int r = fail(chorusCommDestroy(c), "chorusCommDestroy");
+    launchFinalize();
+    return r;
   }
 
  private:

@@ -5,7 +5,7 @@
 //       [--big none|subset|all] [--rotation 0|1] [--no-nan] [--no-inplace]
 //       [--no-outofplace] [--max-messages K] [--list]
 //
-// Every rank calls chorusCommInitFromEnv, builds the same case list (coll_check.h:
+// Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the same case list (coll_check.h:
 // buildCases, the same coverage as the thread suite for the chosen slice, except that the
 // 1 Mi + 3 subset uses rotation 1 by default: the other half of the (type, op, in-place)
 // combinations, see coll_check.h), runs it, prints
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "coll_check.h"
+#include "launch_init.h"
 
 using namespace collcheck;
 
@@ -152,9 +153,10 @@ int main(int argc, char** argv) {
 
   const double t0 = nowSeconds();
   chorusComm_t comm = nullptr;
-  chorusResult_t res = chorusCommInitFromEnv(&comm, nullptr);
+  const char* how = "";
+  chorusResult_t res = perf::launchInit(&comm, &argc, &argv, &how);
   if (res != chorusSuccess) {
-    std::fprintf(stderr, "coll_proc_main: chorusCommInitFromEnv failed: %s: %s\n",
+    std::fprintf(stderr, "coll_proc_main: init (%s) failed: %s: %s\n", how,
                  chorusGetErrorString(res), chorusGetLastError(nullptr));
     return 1;
   }
@@ -236,5 +238,6 @@ int main(int argc, char** argv) {
   std::printf("rank %d of %d: %zu cases, %zu failed%s; init %.2f s, total %.2f s -> %s\n", rank,
               n, totalCases, totalFailed, stopped ? " (stopped at a call error)" : "", tInit,
               nowSeconds() - t0, globalFailed ? "FAIL" : "PASS");
+  perf::launchFinalize();
   return globalFailed ? 1 : 0;
 }

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "launch_init.h"
+
 int main(int argc, char** argv) {
   int victim = -1;
   size_t bytes = 16u << 20;
@@ -32,7 +34,8 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S]\n"); return 2; }
   }
   chorusComm_t comm = nullptr;
-  if (chorusCommInitFromEnv(&comm, nullptr) != chorusSuccess) {
+  const char* how = "";
+  if (perf::launchInit(&comm, &argc, &argv, &how) != chorusSuccess) {
     std::fprintf(stderr, "peer_exit: init failed: %s\n", chorusGetLastError(nullptr));
     return 1;
   }
@@ -68,5 +71,6 @@ int main(int argc, char** argv) {
   chorusCommAbort(comm);
   const bool ok = r != chorusSuccess && took < within && why.find("rank") != std::string::npos;
   if (!ok) std::fprintf(stderr, "rank %d: expected an error naming a rank within %.0f s\n", rank, within);
+  perf::launchFinalize();
   return ok ? 0 : 1;
 }

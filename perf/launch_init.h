@@ -1,0 +1,23 @@
+// launch_init.h — how a Chorus program started by any launcher becomes one communicator.
+//
+// Shared by the perf binaries and the multi-process tests. The environment route
+// (chorusCommInitFromEnv: chorusrun, torchrun variables, Slurm's srun, CHORUS_INIT) comes
+// first. Under Open MPI's mpirun with no CHORUS_INIT there is no address to meet at, so a
+// build with the optional MPI dependency (-Dmpi, like nccl-tests' MPI=1) lets MPI carry the
+// unique id: MPI_Init, rank 0 makes the id, MPI_Bcast, chorusCommInitRank. Without MPI the
+// environment route still works on one host (it meets in a file named after the job).
+#pragma once
+
+#include <chorus.h>
+
+namespace perf {
+
+/// Initializes `*comm` for this process. `how` receives a short description of the route
+/// taken ("env", "mpi", "single") for logs. Returns the Chorus result; on failure the
+/// caller prints chorusGetLastError(nullptr).
+chorusResult_t launchInit(chorusComm_t* comm, int* argc, char*** argv, const char** how);
+
+/// Ends what launchInit started besides the communicator (MPI_Finalize on the MPI route).
+void launchFinalize();
+
+}  // namespace perf
