@@ -1,14 +1,20 @@
-// chorusrun: start N local ranks of a command for one Chorus job (mpirun-style).
+// chorusrun: start N ranks of a command for one Chorus job (mpirun-style), on
+// this machine or across hosts.
 //
 // Shape of the program:
-//   1. parse options (options.cc), pick a free port and a random secret;
+//   1. parse options (options.cc; hosts and the rank mapping in hosts.cc), make
+//      a random secret, and either pick a free port for rank 0 (no hosts given:
+//      rank 0 serves the bootstrap root) or serve the root here (hosts given:
+//      rank 0 may be anywhere, so chorusrun serves it and says so with
+//      CHORUS_INIT_SERVED=1);
 //   2. block SIGCHLD/SIGINT/SIGTERM/SIGHUP and read them through a signalfd, so
 //      every event (a child exiting, a signal to chorusrun, rank output, a
 //      deadline) arrives through a single poll() loop: no busy waiting, no
 //      signal handlers, and therefore no global mutable state at all;
 //   3. fork each rank into its own process group (so a kill reaches the rank's
 //      own children too), with its CHORUS_* environment, and report exec
-//      failures through a close-on-exec pipe;
+//      failures through a close-on-exec pipe; a remote rank is the same kind of
+//      child, running the launch agent (remote.cc builds its command line);
 //   4. loop: drain --tag-output pipes, notice exits, enforce --timeout; the
 //      first failure (or a signal, or the timeout) SIGTERMs every rank's
 //      process group and SIGKILLs them after a grace period;
@@ -45,8 +51,13 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
+#include "bootstrap/uniqueid.h"
+#include "hosts.h"
 #include "options.h"
 #include "output.h"
+#include "remote.h"
 
 #ifndef CHORUSRUN_VERSION
 #define CHORUSRUN_VERSION "unknown"
@@ -148,13 +159,28 @@ bool MakeSecret(std::string* out) {
   return true;
 }
 
+std::string EnvName(const std::string& entry) { return entry.substr(0, entry.find('=')); }
+
+bool HexToBytes(const std::string& hex, uint8_t out[16]) {
+  if (hex.size() != 32) return false;
+  for (int i = 0; i < 16; ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    out[i] = static_cast<uint8_t>(v);
+  }
+  return true;
+}
+
 // The parts of the environment shared by all ranks: the launcher's own
 // environment, minus every variable chorusrun sets, plus those settings.
+// CHORUS_INIT_SERVED is never inherited (a chorusrun started from inside a
+// rank must not pass its parent's on): it is there only when set here or by -x.
 std::vector<std::string> BaseEnvironment(const std::vector<EnvSetting>& settings) {
   auto overridden = [&](const char* entry) {
     const char* eq = std::strchr(entry, '=');
     size_t len = eq ? static_cast<size_t>(eq - entry) : std::strlen(entry);
     std::string name(entry, len);
+    if (name == "CHORUS_INIT_SERVED") return true;
     for (const char* v : kRankVars) {
       if (name == v) return true;
     }
@@ -180,6 +206,8 @@ std::vector<std::string> BaseEnvironment(const std::vector<EnvSetting>& settings
 
 struct Rank {
   int rank = 0;
+  int host = 0;          // index into Options::hosts (0 without hosts)
+  bool remote = false;   // pid is the launch agent for a rank on another host
   pid_t pid = -1;        // also the process group id
   bool running = false;  // started and not yet reaped
   int out_fd = -1;       // --tag-output: read ends of the rank's stdout/stderr pipes
@@ -207,8 +235,10 @@ class Launcher {
  private:
   bool Setup();
   bool StartRank(Rank* r);
+  bool StartRoot(std::vector<EnvSetting>* settings);
   [[noreturn]] void ChildAfterFork(Rank* r, int out_w, int err_w, int status_w,
                                    char** envp, char** argv);
+  std::string Who(const Rank& r) const;  // "rank 3 on host" (host jobs) / "rank 3"
   void EventLoop();
   void HandleSignals();
   void CheckChildren();
@@ -223,6 +253,10 @@ class Launcher {
   std::vector<Rank> ranks_;
   std::vector<std::vector<std::string>> rank_env_;  // per rank, owned strings
   std::vector<std::string> base_env_;
+  // Remote ranks: the "NAME=VALUE" words of their `env` command (without the
+  // per-rank variables), the remote working directory, and the host names.
+  std::vector<std::string> remote_env_;
+  std::string remote_wdir_;
   Sink out_sink_{STDOUT_FILENO, false};
   Sink err_sink_{STDERR_FILENO, false};
 
@@ -304,14 +338,6 @@ bool Launcher::Setup() {
     }
     return false;
   };
-  if (!exported("CHORUS_INIT")) {
-    int port = 0;
-    if (!PickFreePort(&port)) {
-      Message("cannot find a free TCP port on 127.0.0.1: %s", std::strerror(errno));
-      return false;
-    }
-    settings.push_back({"CHORUS_INIT", "tcp://127.0.0.1:" + std::to_string(port)});
-  }
   if (!exported("CHORUS_SECRET")) {
     std::string secret;
     if (!MakeSecret(&secret)) {
@@ -320,22 +346,143 @@ bool Launcher::Setup() {
     }
     settings.push_back({"CHORUS_SECRET", secret});
   }
+  if (!exported("CHORUS_INIT")) {
+    if (opts_.HostMode()) {
+      if (!StartRoot(&settings)) return false;
+    } else {
+      int port = 0;
+      if (!PickFreePort(&port)) {
+        Message("cannot find a free TCP port on 127.0.0.1: %s", std::strerror(errno));
+        return false;
+      }
+      settings.push_back({"CHORUS_INIT", "tcp://127.0.0.1:" + std::to_string(port)});
+    }
+  }
   for (const EnvSetting& s : opts_.exports) settings.push_back(s);
   base_env_ = BaseEnvironment(settings);
+
+  if (opts_.AnyRemote()) {
+    // What a remote rank's `env` sets: every CHORUS_* variable a local rank
+    // would inherit, and everything chorusrun or -x sets (-x VAR has already
+    // captured VAR's current value). The rest of chorusrun's environment stays
+    // here, as with ssh.
+    for (const std::string& e : base_env_) {
+      const std::string name = EnvName(e);
+      bool set_here = name.rfind("CHORUS_", 0) == 0;
+      for (const EnvSetting& st : settings) set_here = set_here || st.name == name;
+      if (set_here) remote_env_.push_back(e);
+    }
+    std::string cwd;
+    if (opts_.wdir.empty() || opts_.wdir[0] != '/') {
+      std::vector<char> buf(4096);
+      while (getcwd(buf.data(), buf.size()) == nullptr) {
+        if (errno != ERANGE || buf.size() > (1u << 20)) {
+          Message("cannot determine the working directory for remote ranks: %s (use --wdir)",
+                  std::strerror(errno));
+          return false;
+        }
+        buf.resize(buf.size() * 2);
+      }
+      cwd = buf.data();
+    }
+    if (opts_.wdir.empty()) {
+      remote_wdir_ = cwd;
+    } else if (opts_.wdir[0] == '/') {
+      remote_wdir_ = opts_.wdir;
+    } else {
+      remote_wdir_ = cwd + "/" + opts_.wdir;
+    }
+  }
 
   ranks_.resize(static_cast<size_t>(opts_.np));
   rank_env_.resize(static_cast<size_t>(opts_.np));
   const std::string n = std::to_string(opts_.np);
   for (int i = 0; i < opts_.np; ++i) {
-    ranks_[i].rank = i;
+    Rank& rk = ranks_[i];
+    rk.rank = i;
     const std::string r = std::to_string(i);
-    rank_env_[i] = {"CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + n, "CHORUS_LOCAL_RANK=" + r,
-                    "CHORUS_LOCAL_SIZE=" + n};
+    if (opts_.HostMode()) {
+      const Placement& pl = opts_.placements[i];
+      rk.host = pl.host;
+      rk.remote = !opts_.hosts[pl.host].local;
+      rank_env_[i] = {"CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + n,
+                      "CHORUS_LOCAL_RANK=" + std::to_string(pl.local_rank),
+                      "CHORUS_LOCAL_SIZE=" + std::to_string(opts_.local_sizes[pl.host]),
+                      "CHORUS_NODE_RANK=" + std::to_string(pl.host)};
+    } else {
+      rank_env_[i] = {"CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + n, "CHORUS_LOCAL_RANK=" + r,
+                      "CHORUS_LOCAL_SIZE=" + n, "CHORUS_NODE_RANK=0"};
+    }
   }
   if (opts_.timeout_s > 0) {
     job_deadline_ms_ = NowMs() + static_cast<int64_t>(std::ceil(opts_.timeout_s * 1000.0));
   }
   return true;
+}
+
+// Serves the bootstrap root in this process (a thread of chorusrun, started
+// after the signal mask is set so that it never takes our signals) for jobs
+// with hosts, and adds CHORUS_INIT / CHORUS_INIT_SERVED to the settings.
+// The root authenticates every connection with the job's secret, drops
+// strangers after its handshake timeout, and ends once it has served the job's
+// ranks; its deadline is far in the future, so it lives as long as chorusrun
+// does (the job is bounded by --timeout and by the ranks' own deadlines).
+bool Launcher::StartRoot(std::vector<EnvSetting>* settings) {
+  RendezvousAddr ra;
+  std::string err;
+  if (!opts_.rendezvous_addr.empty()) {
+    if (!RendezvousFromText(opts_.rendezvous_addr, &ra, &err)) {
+      Message("%s", err.c_str());
+      return false;
+    }
+  } else if (!opts_.AnyRemote()) {
+    ra.url_host = "127.0.0.1";
+    ra.bind_host = "127.0.0.1";
+  } else {
+    const HostSpec* first = nullptr;
+    for (const HostSpec& h : opts_.hosts) {
+      if (!h.local) {
+        first = &h;
+        break;
+      }
+    }
+    if (!RendezvousByRoute(first->name, &ra, &err)) {
+      Message("%s", err.c_str());
+      return false;
+    }
+  }
+  std::string secret_hex;
+  for (const EnvSetting& st : *settings) {
+    if (st.name == "CHORUS_SECRET") secret_hex = st.value;
+  }
+  for (const EnvSetting& st : opts_.exports) {
+    if (st.name == "CHORUS_SECRET") secret_hex = st.value;  // -x wins, as in the environment
+  }
+  uint8_t key[16];
+  if (!HexToBytes(secret_hex, key)) {
+    Message("internal error: no usable CHORUS_SECRET for the bootstrap root");
+    return false;
+  }
+  chorusUniqueId id;
+  const int64_t deadline = chorus::monotonicNs() + 365ll * 24 * 3600 * 1000000000ll;
+  if (chorus::bootstrapStartRoot(ra.bind_host.c_str(), 0, key, deadline, &id) != chorusSuccess) {
+    Message("cannot serve the bootstrap root on %s (see the message above)", ra.bind_host.c_str());
+    return false;
+  }
+  chorus::SockAddr addr;
+  uint8_t ignored[16];
+  if (chorus::decodeUniqueId(id, &addr, ignored) != chorusSuccess || addr.port() <= 0) {
+    Message("internal error: the bootstrap root reported no port");
+    return false;
+  }
+  settings->push_back({"CHORUS_INIT", "tcp://" + ra.url_host + ":" + std::to_string(addr.port())});
+  settings->push_back({"CHORUS_INIT_SERVED", "1"});
+  return true;
+}
+
+std::string Launcher::Who(const Rank& r) const {
+  if (!opts_.HostMode()) return "rank " + std::to_string(r.rank);
+  return "rank " + std::to_string(r.rank) + " on " + opts_.hosts[r.host].name;
 }
 
 void Launcher::ChildAfterFork(Rank* r, int out_w, int err_w, int status_w, char** envp,
@@ -359,7 +506,8 @@ void Launcher::ChildAfterFork(Rank* r, int out_w, int err_w, int status_w, char*
   // are close-on-exec and vanish at exec.
   if (out_w >= 0 && dup2(out_w, STDOUT_FILENO) < 0) fail(kStageStdin);
   if (err_w >= 0 && dup2(err_w, STDERR_FILENO) < 0) fail(kStageStdin);
-  if (!opts_.wdir.empty() && chdir(opts_.wdir.c_str()) != 0) fail(kStageChdir);
+  // A launch agent runs in chorusrun's directory; the remote command does the cd.
+  if (!r->remote && !opts_.wdir.empty() && chdir(opts_.wdir.c_str()) != 0) fail(kStageChdir);
   environ = envp;  // execvp searches the rank's own PATH
   execvp(argv[0], argv);
   fail(kStageExec);
@@ -389,10 +537,21 @@ bool Launcher::StartRank(Rank* r) {
   std::vector<char*> envp;
   envp.reserve(base_env_.size() + 5);
   for (std::string& s : base_env_) envp.push_back(&s[0]);
-  for (std::string& s : rank_env_[r->rank]) envp.push_back(&s[0]);
+  if (!r->remote) {
+    for (std::string& s : rank_env_[r->rank]) envp.push_back(&s[0]);
+  }
   envp.push_back(nullptr);
+  std::vector<std::string> agent_words;
+  if (r->remote) {
+    // CMD... HOST 'cd WDIR || exit 1; exec env VAR=VALUE... PROGRAM ARGS...'
+    std::vector<std::string> env = remote_env_;
+    env.insert(env.end(), rank_env_[r->rank].begin(), rank_env_[r->rank].end());
+    agent_words = opts_.launch_agent;
+    agent_words.push_back(opts_.hosts[r->host].name);
+    agent_words.push_back(RemoteCommand(remote_wdir_, env, opts_.command));
+  }
   std::vector<char*> argv;
-  for (std::string& s : opts_.command) argv.push_back(&s[0]);
+  for (std::string& s : r->remote ? agent_words : opts_.command) argv.push_back(&s[0]);
   argv.push_back(nullptr);
 
   pid_t pid = fork();
@@ -419,7 +578,9 @@ bool Launcher::StartRank(Rank* r) {
     out_pipe[0] = err_pipe[0] = -1;
     fcntl(r->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(r->err_fd, F_SETFL, O_NONBLOCK);
-    const std::string prefix = "[" + std::to_string(r->rank) + "] ";
+    const std::string prefix =
+        opts_.MultiHost() ? "[" + std::to_string(r->rank) + "," + opts_.hosts[r->host].name + "] "
+                          : "[" + std::to_string(r->rank) + "] ";
     r->out_tagger = std::make_unique<LineTagger>(&out_sink_, prefix);
     r->err_tagger = std::make_unique<LineTagger>(&err_sink_, prefix);
   }
@@ -443,17 +604,22 @@ bool Launcher::StartRank(Rank* r) {
     }
     switch (f.stage) {
       case kStageChdir:
-        Message("rank %d: cannot change to directory '%s': %s", r->rank, opts_.wdir.c_str(),
+        Message("%s: cannot change to directory '%s': %s", Who(*r).c_str(), opts_.wdir.c_str(),
                 std::strerror(f.err));
         exit_code_ = 1;
         break;
       case kStageExec:
-        Message("rank %d: cannot execute '%s': %s", r->rank, opts_.command[0].c_str(),
-                std::strerror(f.err));
+        if (r->remote) {
+          Message("%s: cannot execute the launch agent '%s': %s", Who(*r).c_str(),
+                  opts_.launch_agent[0].c_str(), std::strerror(f.err));
+        } else {
+          Message("%s: cannot execute '%s': %s", Who(*r).c_str(), opts_.command[0].c_str(),
+                  std::strerror(f.err));
+        }
         exit_code_ = f.err == ENOENT ? 127 : 126;
         break;
       default:
-        Message("rank %d: cannot set up standard streams: %s", r->rank, std::strerror(f.err));
+        Message("%s: cannot set up standard streams: %s", Who(*r).c_str(), std::strerror(f.err));
         exit_code_ = 1;
         break;
     }
@@ -567,6 +733,10 @@ void Launcher::CheckChildren() {
   bool failed = false;
   int first_signal = 0;
   int max_status = 0;
+  // Jobs with hosts say where the rank ran, and the first failure line says
+  // what happens next: "rank 3 on h1 exited with status 1; stopping the other 3 ranks".
+  const int others = RunningCount() - static_cast<int>(exits.size());
+  bool stop_noted = false;
   for (Exit& e : exits) {
     Rank* r = e.rank;
     // Print what the rank wrote before it died ahead of our note about it.
@@ -575,6 +745,27 @@ void Launcher::CheckChildren() {
       DrainFd(r, true, kFinalDrainLimit);
     }
     if (!primary) continue;
+    if (opts_.HostMode()) {
+      std::string what;
+      if (e.info.si_code == CLD_EXITED) {
+        if (e.info.si_status == 0) continue;
+        what = "exited with status " + std::to_string(e.info.si_status);
+        max_status = std::max(max_status, e.info.si_status);
+      } else {
+        int sig = e.info.si_status;
+        what = "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")" +
+               (e.info.si_code == CLD_DUMPED ? " (core dumped)" : "");
+        if (first_signal == 0) first_signal = sig;
+      }
+      failed = true;
+      std::string tail;
+      if (!stop_noted && others > 0) {
+        tail = "; stopping the other " + std::to_string(others) + " rank" + (others == 1 ? "" : "s");
+      }
+      stop_noted = true;
+      Message("%s %s%s", Who(*r).c_str(), what.c_str(), tail.c_str());
+      continue;
+    }
     if (e.info.si_code == CLD_EXITED) {
       if (e.info.si_status != 0) {
         Message("rank %d (pid %d) exited with status %d", r->rank, static_cast<int>(r->pid),
@@ -595,8 +786,7 @@ void Launcher::CheckChildren() {
       exit_code_ = first_signal != 0 ? 128 + first_signal : max_status;
       exit_code_set_ = true;
     }
-    int others = RunningCount() - static_cast<int>(exits.size());
-    if (others > 0) {
+    if (others > 0 && !opts_.HostMode()) {
       Message("terminating the other %d rank%s", others, others == 1 ? "" : "s");
     }
     BeginTeardown();
@@ -631,8 +821,8 @@ void Launcher::EventLoop() {
     if (tearing_down_ && !sigkill_sent_ && now >= grace_deadline_ms_) {
       for (const Rank& r : ranks_) {
         if (!r.running) continue;
-        Message("rank %d (pid %d) still running %" PRId64 " ms after SIGTERM; sending SIGKILL",
-                r.rank, static_cast<int>(r.pid), kGraceMs);
+        Message("%s (pid %d) still running %" PRId64 " ms after SIGTERM; sending SIGKILL",
+                Who(r).c_str(), static_cast<int>(r.pid), kGraceMs);
         KillGroup(r, SIGKILL);
       }
       sigkill_sent_ = true;
@@ -750,5 +940,9 @@ int main(int argc, char** argv) {
   }
   for (const std::string& w : opts.warnings) Message("warning: %s", w.c_str());
   Launcher launcher(std::move(opts));
-  return launcher.Run();
+  int rc = launcher.Run();
+  // The bootstrap root (jobs with hosts) is a detached thread that may still be
+  // waiting: leave without running static destructors under its feet.
+  std::fflush(nullptr);
+  std::_Exit(rc);
 }

@@ -7,8 +7,9 @@
 
 namespace chorusrun {
 
-const char* const kRankVars[4] = {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_LOCAL_RANK",
-                                  "CHORUS_LOCAL_SIZE"};
+const char* const kRankVars[kNumRankVars] = {"CHORUS_RANK", "CHORUS_WORLD_SIZE",
+                                             "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE",
+                                             "CHORUS_NODE_RANK"};
 
 namespace {
 
@@ -69,35 +70,59 @@ ParseResult UsageError(std::string msg) {
 std::string UsageText() {
   return
       "Usage: chorusrun -np N [options] [--] CMD [ARGS...]\n"
+      "       chorusrun [-np N] {-H HOSTS | --hostfile FILE} [options] [--] CMD [ARGS...]\n"
       "\n"
-      "Start N local ranks of CMD (looked up in PATH) for one Chorus job.\n"
+      "Start N ranks of CMD (looked up in PATH) for one Chorus job: on this machine,\n"
+      "or across hosts (local ones by fork, the others through the launch agent).\n"
       "\n"
       "Options:\n"
-      "  -np N, -n N, --np N   number of ranks to start (1.." + std::to_string(kMaxRanks) + ", required)\n"
+      "  -np N, -n N, --np N   number of ranks to start (1.." + std::to_string(kMaxRanks) + "; required\n"
+      "                        without hosts, else defaults to the total number of slots)\n"
+      "  -H, --host HOSTS      hosts as host[:slots],... (slots default 1; a repeated host\n"
+      "                        adds up: -H a,a,b is a:2,b:1; IPv6 as [addr]:slots)\n"
+      "  --hostfile FILE       hosts from FILE, one 'host [slots=N]' per line, '#' comments\n"
+      "                        (not together with -H)\n"
+      "  --oversubscribe       allow more ranks than slots: ranks beyond the last slot\n"
+      "                        start again at the first slot (rank r takes slot r mod S)\n"
+      "  --launch-agent CMD    how remote ranks are started (default: ssh); CMD is split\n"
+      "                        on whitespace and run as: CMD... HOST 'shell command'\n"
+      "  --rendezvous-addr A   the address remote hosts use to reach chorusrun (default:\n"
+      "                        the local address routed towards the first remote host)\n"
       "  -x VAR                forward VAR from chorusrun's environment to every rank\n"
       "  -x VAR=VALUE          set VAR=VALUE in every rank's environment\n"
       "  --tag-output          prefix every line of rank output with \"[rank] \"\n"
-      "                        (stdout to stdout, stderr to stderr, whole lines only);\n"
-      "                        without it ranks share chorusrun's stdout/stderr untouched\n"
+      "                        (\"[rank,host] \" in multi-host jobs; stdout to stdout,\n"
+      "                        stderr to stderr, whole lines only); without it ranks\n"
+      "                        share chorusrun's stdout/stderr untouched\n"
       "  --timeout SECONDS     kill the job and exit 124 if it runs longer than SECONDS\n"
-      "  --wdir DIR            run the ranks in DIR (a relative CMD is taken from DIR)\n"
+      "  --wdir DIR            run the ranks in DIR (a relative CMD is taken from DIR;\n"
+      "                        remote ranks run in DIR, default chorusrun's directory)\n"
       "  -h, --help            show this help and exit\n"
       "  --version             show the version and exit\n"
       "\n"
+      "Hosts named localhost, 127.0.0.1, ::1 or this machine's hostname are local.\n"
+      "Ranks fill host 1's slots, then host 2's, ...\n"
+      "\n"
       "Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK,\n"
-      "CHORUS_LOCAL_SIZE, CHORUS_INIT=tcp://127.0.0.1:PORT (a free port; rank 0\n"
-      "listens there) and CHORUS_SECRET (128 random bits, hex). CHORUS_INIT and\n"
-      "CHORUS_SECRET may be overridden with -x.\n"
+      "CHORUS_LOCAL_SIZE, CHORUS_NODE_RANK, CHORUS_SECRET (128 random bits, hex) and\n"
+      "CHORUS_INIT. Without hosts CHORUS_INIT=tcp://127.0.0.1:PORT (a free port; rank 0\n"
+      "listens there); with hosts chorusrun serves the bootstrap root itself at\n"
+      "CHORUS_INIT=tcp://ADDR:PORT and sets CHORUS_INIT_SERVED=1. CHORUS_INIT and\n"
+      "CHORUS_SECRET may be overridden with -x. Remote ranks get the CHORUS_* variables\n"
+      "of chorusrun's environment and every -x variable on their command line.\n"
       "\n"
       "Exit status: 0 if every rank succeeded; 128+SIG if a rank was killed by\n"
-      "signal SIG; otherwise the largest failing exit status. When a rank fails,\n"
-      "the others get SIGTERM and, 2 s later, SIGKILL. 124: --timeout expired;\n"
-      "130/143: chorusrun got SIGINT/SIGTERM; 127/126: CMD not found/not\n"
+      "signal SIG; otherwise the failing exit status (remote ranks: the launch\n"
+      "agent's). When a rank fails, the others (and the agents) get SIGTERM and,\n"
+      "2 s later, SIGKILL. 124: --timeout expired; 130/143: chorusrun got\n"
+      "SIGINT/SIGTERM; 127/126: CMD (or the launch agent) not found/not\n"
       "executable; 2: usage error.\n";
 }
 
 ParseResult ParseOptions(int argc, char** argv, Options* out) {
   Options opts;
+  std::vector<HostSpec> host_list;  // as given, before merging
+  bool have_H = false, have_hostfile = false;
   int i = 1;
   // Options end at the first argument that does not start with '-' (CMD), or at "--".
   while (i < argc) {
@@ -184,15 +209,76 @@ ParseResult ParseOptions(int argc, char** argv, Options* out) {
       if (!takes_value(&v)) return UsageError("option '--wdir' needs a directory");
       if (v.empty()) return UsageError("option '--wdir' needs a non-empty directory");
       opts.wdir = v;
+    } else if (name == "-H" || name == "--host") {
+      std::string v, err;
+      if (!takes_value(&v)) return UsageError("option '" + name + "' needs a host list (host[:slots],...)");
+      if (have_hostfile) return UsageError("use either -H or --hostfile, not both");
+      if (!ParseHostList(v, &host_list, &err)) return UsageError(err);
+      have_H = true;
+    } else if (name == "--hostfile") {
+      std::string v, err;
+      if (!takes_value(&v)) return UsageError("option '--hostfile' needs a file name");
+      if (have_hostfile) return UsageError("--hostfile given twice");
+      if (have_H) return UsageError("use either -H or --hostfile, not both");
+      if (!ParseHostfile(v, &host_list, &err)) return UsageError(err);
+      have_hostfile = true;
+    } else if (name == "--oversubscribe") {
+      if (!no_value()) return UsageError("option '" + name + "' takes no value");
+      opts.oversubscribe = true;
+    } else if (name == "--launch-agent") {
+      std::string v;
+      if (!takes_value(&v)) return UsageError("option '--launch-agent' needs a command");
+      std::vector<std::string> words;
+      size_t p = 0;
+      while (p < v.size()) {
+        size_t b = v.find_first_not_of(" \t\n", p);
+        if (b == std::string::npos) break;
+        size_t e = v.find_first_of(" \t\n", b);
+        if (e == std::string::npos) e = v.size();
+        words.push_back(v.substr(b, e - b));
+        p = e;
+      }
+      if (words.empty()) return UsageError("option '--launch-agent' needs a non-empty command");
+      opts.launch_agent = words;
+    } else if (name == "--rendezvous-addr") {
+      std::string v;
+      if (!takes_value(&v) || v.empty()) return UsageError("option '--rendezvous-addr' needs an address");
+      opts.rendezvous_addr = v;
     } else {
       return UsageError("unknown option '" + arg + "'");
     }
     ++i;
   }
 
+  if (have_H && have_hostfile) return UsageError("use either -H or --hostfile, not both");
+  if (!host_list.empty()) {
+    opts.hosts = MergeHosts(host_list);
+    int total = TotalSlots(opts.hosts);
+    if (opts.np == 0) {
+      if (total > kMaxRanks) {
+        return UsageError("the hosts offer " + std::to_string(total) + " slots, more than the " +
+                          std::to_string(kMaxRanks) + " ranks chorusrun starts at most; give -np");
+      }
+      opts.np = total;
+    }
+    std::string err;
+    if (!MapRanks(opts.hosts, opts.np, opts.oversubscribe, &opts.placements, &opts.local_sizes,
+                  &err)) {
+      return UsageError(err);
+    }
+  }
+
   if (opts.np == 0) return UsageError("missing -np N (the number of ranks to start)");
   if (i >= argc) return UsageError("missing the command to run");
   for (; i < argc; ++i) opts.command.emplace_back(argv[i]);
+  if (opts.AnyRemote()) {
+    // A remote rank is started as `exec env VAR=VALUE... CMD ARGS` by sh.
+    const std::string& cmd = opts.command[0];
+    if (cmd.empty() || cmd[0] == '-' || cmd.find('=') != std::string::npos) {
+      return UsageError("a command for remote hosts may not be empty, start with '-' or contain '=': '" +
+                        cmd + "'");
+    }
+  }
 
   *out = std::move(opts);
   ParseResult r;

@@ -8,14 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "hosts.h"
+
 namespace chorusrun {
 
-// Largest -np accepted. Each rank costs a process and, with --tag-output, two
-// pipes; a single host has no use for more.
+// Largest -np accepted. Each rank costs a process here (a local rank or its
+// launch agent) and, with --tag-output, two pipes.
 constexpr int kMaxRanks = 4096;
 
 // Environment variables chorusrun always sets itself; `-x` may not touch them.
-extern const char* const kRankVars[4];
+constexpr int kNumRankVars = 5;
+extern const char* const kRankVars[kNumRankVars];
 
 struct EnvSetting {
   std::string name;
@@ -24,12 +27,32 @@ struct EnvSetting {
 
 struct Options {
   int np = 0;                       // number of ranks (>= 1 after a successful parse)
-  bool tag_output = false;          // prefix each output line with "[rank] "
+  bool tag_output = false;          // prefix each output line with "[rank] " ("[rank,host] ")
   double timeout_s = 0;             // > 0: kill the job after this many seconds
   std::string wdir;                 // empty: inherit the launcher's directory
   std::vector<EnvSetting> exports;  // from -x, in command-line order (last one wins)
   std::vector<std::string> warnings;  // non-fatal notes to print (e.g. -x of an unset variable)
   std::vector<std::string> command;   // CMD ARGS...
+
+  // Multi-host jobs (-H / --hostfile). Without them `hosts` is empty and every
+  // rank is a local child, exactly as before hosts existed.
+  std::vector<HostSpec> hosts;          // merged: one entry per host, in order of appearance
+  std::vector<Placement> placements;    // per rank (np entries when hosts is not empty)
+  std::vector<int> local_sizes;         // ranks per host
+  bool oversubscribe = false;
+  std::vector<std::string> launch_agent{"ssh"};  // --launch-agent, split on whitespace
+  std::string rendezvous_addr;          // --rendezvous-addr (empty: found automatically)
+
+  bool HostMode() const { return !hosts.empty(); }
+  // More than one host, or a host that is not this machine: output tags and
+  // failure messages then name the host.
+  bool MultiHost() const { return hosts.size() > 1 || (hosts.size() == 1 && !hosts[0].local); }
+  bool AnyRemote() const {
+    for (const HostSpec& h : hosts) {
+      if (!h.local) return true;
+    }
+    return false;
+  }
 };
 
 enum class ParseStatus { kRun, kHelp, kVersion, kUsageError };

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
-"""Integration tests for tools/chorusrun (the local launcher).
+"""Integration tests for tools/chorusrun (the launcher).
 
 Usage: test_chorusrun.py /path/to/chorusrun [unittest args...]
+
+ChorusrunTest covers local jobs (-np N, no hosts). MultiHostTest covers jobs
+with hosts (-H / --hostfile): remote hosts are played by a fake launch agent,
+a test double for ssh written by the test (see FAKE_AGENT), so remote
+launching is exercised on one machine without namespaces. With
+CHORUSRUN_PROBE set (meson does) to the rendezvous_probe program, real Chorus
+ranks also rendezvous through the bootstrap root that chorusrun serves.
 
 The same file doubles as a rank program (`test_chorusrun.py --rank MODE ...`)
 for the cases a shell one-liner cannot express well (fast interleaved output,
 a real rendezvous on CHORUS_INIT). Standard library only.
 """
 
+import json
 import os
 import re
 import signal
@@ -111,10 +119,19 @@ def rank_rendezvous():
     return 0
 
 
+def rank_report(args):
+    """Print one JSON line: this rank's arguments, environment and directory."""
+    sys.stdout.write(json.dumps({"argv": args, "env": dict(os.environ), "cwd": os.getcwd()}) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
 def rank_main(argv):
     mode = argv[0]
     if mode == "spam":
         return rank_spam(int(argv[1]))
+    if mode == "report":
+        return rank_report(argv[1:])
     if mode == "rendezvous":
         return rank_rendezvous()
     raise SystemExit("unknown rank mode %r" % mode)
@@ -185,7 +202,8 @@ SLEEPER = ('sleep 60 >/dev/null 2>&1 & echo $! > "$D/g.$CHORUS_RANK"; '
            'echo $$ > "$D/p.$CHORUS_RANK"; wait')
 
 
-class ChorusrunTest(unittest.TestCase):
+class LauncherTestBase(unittest.TestCase):
+    """A temporary directory for pid files and a tag that marks our processes."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="chorusrun-test-")
@@ -224,6 +242,10 @@ class ChorusrunTest(unittest.TestCase):
             if time.monotonic() > deadline:
                 self.fail("rank processes survived: %s" % alive)
             time.sleep(0.05)
+
+
+class ChorusrunTest(LauncherTestBase):
+    """Local jobs: -np N without hosts."""
 
     # --- environment contract ---------------------------------------------
 
@@ -517,6 +539,416 @@ class ChorusrunTest(unittest.TestCase):
         rc, out, err, _ = run(["-np", "1", "--", "sh", "-c", 'echo "$0 $1"', "--tag-output", "-np"])
         self.assertEqual(rc, 0, err)
         self.assertEqual(out, "--tag-output -np\n")
+
+
+# ---------------------------------------------------------------------------
+# Jobs with hosts.
+# ---------------------------------------------------------------------------
+
+# FAKE LAUNCH AGENT -- a test double for ssh, NOT a real remote launcher.
+# chorusrun runs it exactly as it would run ssh:
+#     fake_agent [agent options...] HOST 'shell command'
+# It appends its argv (one JSON list per line) to $FAKE_AGENT_LOG and then runs
+# the shell command with `sh -c` on "HOST" -- in truth on this machine -- in a
+# scrubbed environment (only PATH, plus FAKE_HOST=HOST so a rank can tell where
+# it "is"), like a fresh ssh login: whatever a rank needs must travel inside
+# the command string. FAKE_AGENT_MODE=exec (default) execs sh, so the agent
+# becomes the rank; FAKE_AGENT_MODE=fork stays the rank's parent, as ssh does,
+# records its pid in $D/a.PID and exits with the rank's status.
+FAKE_AGENT = r'''#!%(py)s
+# Test double for ssh used by test_chorusrun.py (see FAKE_AGENT there).
+import json, os, sys
+args = sys.argv[1:]
+fd = os.open(os.environ["FAKE_AGENT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+os.write(fd, (json.dumps(args) + "\n").encode())
+os.close(fd)
+host, cmd = args[-2], args[-1]
+env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FAKE_HOST": host}
+if os.environ.get("FAKE_AGENT_MODE") != "fork":
+    os.execve("/bin/sh", ["sh", "-c", cmd], env)
+with open(os.path.join(os.environ["D"], "a.%%d" %% os.getpid()), "w") as f:
+    f.write("%%d\n" %% os.getpid())
+pid = os.fork()
+if pid == 0:
+    os.execve("/bin/sh", ["sh", "-c", cmd], env)
+_, st = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st))
+'''
+
+
+class MultiHostTest(LauncherTestBase):
+    """-H / --hostfile, rank mapping, remote launching through the fake agent."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = os.path.join(self.dir, "fake_agent")
+        with open(self.agent, "w") as f:
+            f.write(FAKE_AGENT % {"py": PY})
+        os.chmod(self.agent, 0o755)
+        self.log = os.path.join(self.dir, "agent.log")
+        self.env = dict(os.environ, FAKE_AGENT_LOG=self.log)
+        self.env.pop("FAKE_AGENT_MODE", None)
+
+    def tearDown(self):
+        for n in os.listdir(self.dir):
+            if n.startswith("a."):
+                pid = int(n[2:])
+                if ours_alive(pid, self.tag):
+                    os.kill(pid, signal.SIGKILL)
+        super().tearDown()
+
+    def agent_args(self, extra_agent_words=""):
+        agent = self.agent + ((" " + extra_agent_words) if extra_agent_words else "")
+        return ["--launch-agent", agent, "--rendezvous-addr", "127.0.0.1"]
+
+    def agent_calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(l) for l in f]
+
+    def report(self, args, np_expected, cwd=None, env=None):
+        """Run PY THIS --rank report under chorusrun; returns {rank: report}."""
+        rc, out, err, _ = run_in(args + [PY, THIS, "--rank", "report"], cwd=cwd,
+                                 env=env or self.env)
+        self.assertEqual(rc, 0, err)
+        reps = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(len(reps), np_expected, out)
+        by_rank = {int(r["env"]["CHORUS_RANK"]): r for r in reps}
+        self.assertEqual(sorted(by_rank), list(range(np_expected)))
+        return by_rank
+
+    def check_layout(self, reps, layout):
+        """layout: per rank (host or None for local, local_rank, local_size, node_rank)."""
+        n = len(layout)
+        inits = {r["env"]["CHORUS_INIT"] for r in reps.values()}
+        secrets = {r["env"]["CHORUS_SECRET"] for r in reps.values()}
+        self.assertEqual(len(inits), 1, inits)
+        self.assertEqual(len(secrets), 1, secrets)
+        self.assertRegex(inits.pop(), r"^tcp://127\.0\.0\.1:\d+$")
+        self.assertRegex(secrets.pop(), r"^[0-9a-f]{32}$")
+        for rank, (host, lr, ls, node) in enumerate(layout):
+            e = reps[rank]["env"]
+            got = (e.get("FAKE_HOST"), e["CHORUS_LOCAL_RANK"], e["CHORUS_LOCAL_SIZE"],
+                   e["CHORUS_NODE_RANK"], e["CHORUS_WORLD_SIZE"], e.get("CHORUS_INIT_SERVED"))
+            self.assertEqual(got, (host, str(lr), str(ls), str(node), str(n), "1"),
+                             "rank %d" % rank)
+
+    # --- host lists and mapping ------------------------------------------------
+
+    def test_H_mapping_by_slot(self):
+        reps = self.report(["-H", "localhost:2,fakehostA:2,fakehostB"] + self.agent_args(), 5)
+        self.check_layout(reps, [(None, 0, 2, 0), (None, 1, 2, 0), ("fakehostA", 0, 2, 1),
+                                 ("fakehostA", 1, 2, 1), ("fakehostB", 0, 1, 2)])
+        calls = self.agent_calls()
+        self.assertEqual(sorted(c[0] for c in calls), ["fakehostA", "fakehostA", "fakehostB"])
+        for c in calls:
+            self.assertEqual(len(c), 2, c)  # HOST 'command': one word each
+
+    def test_H_repeats_count_as_slots(self):
+        reps = self.report(["-H", "fakehostA,fakehostA,fakehostB"] + self.agent_args(), 3)
+        self.check_layout(reps, [("fakehostA", 0, 2, 0), ("fakehostA", 1, 2, 0),
+                                 ("fakehostB", 0, 1, 1)])
+
+    def test_np_below_slots_and_several_H(self):
+        reps = self.report(["-np", "3", "-H", "fakehostA:2", "-H", "fakehostB:4"]
+                           + self.agent_args(), 3)
+        self.check_layout(reps, [("fakehostA", 0, 2, 0), ("fakehostA", 1, 2, 0),
+                                 ("fakehostB", 0, 1, 1)])
+
+    def test_hostfile(self):
+        hf = os.path.join(self.dir, "hosts")
+        with open(hf, "w") as f:
+            f.write("# a comment line\n\n"
+                    "fakehostA slots=2   # trailing comment\n"
+                    "   \n"
+                    "fakehostB slots = 1 max_slots=8\n"
+                    "fakehostA\n")
+        reps = self.report(["--hostfile", hf] + self.agent_args(), 4)
+        self.check_layout(reps, [("fakehostA", 0, 3, 0), ("fakehostA", 1, 3, 0),
+                                 ("fakehostA", 2, 3, 0), ("fakehostB", 0, 1, 1)])
+
+    def test_oversubscribe_wraps_round_robin(self):
+        args = ["-np", "7", "-H", "fakehostA:2,fakehostB"] + self.agent_args()
+        rc, out, err, _ = run_in(args + ["true"], env=self.env)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("-np 7 exceeds the 3 slots", err)
+        self.assertIn("--oversubscribe", err)
+        self.assertEqual(self.agent_calls(), [])
+        reps = self.report(["--oversubscribe"] + args, 7)
+        # Slots A A B, repeated: ranks 0 1 | 2 | 3 4 | 5 | 6 -> A A B A A B A.
+        a, b = "fakehostA", "fakehostB"
+        self.check_layout(reps, [(a, 0, 5, 0), (a, 1, 5, 0), (b, 0, 2, 1), (a, 2, 5, 0),
+                                 (a, 3, 5, 0), (b, 1, 2, 1), (a, 4, 5, 0)])
+
+    def test_local_names_merge_and_stay_local(self):
+        me = socket.gethostname()
+        rc, out, err, _ = run_in(["-H", "localhost," + me + ":2,127.0.0.1", "--tag-output"]
+                                 + self.agent_args() + ["sh", "-c",
+                                 'echo "$CHORUS_LOCAL_RANK/$CHORUS_LOCAL_SIZE $CHORUS_NODE_RANK '
+                                 '$CHORUS_INIT_SERVED ${FAKE_HOST:-here}"'], env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()),
+                         ["[%d] %d/4 0 1 here" % (r, r) for r in range(4)])
+        self.assertEqual(self.agent_calls(), [])
+
+    def test_host_usage_errors(self):
+        marker = os.path.join(self.dir, "started")
+        cmd = ["sh", "-c", "touch " + marker]
+        hf_bad = os.path.join(self.dir, "bad-hosts")
+        with open(hf_bad, "w") as f:
+            f.write("fakehostA slots=2\nfakehostB cores=3\n")
+        hf_empty = os.path.join(self.dir, "empty-hosts")
+        with open(hf_empty, "w") as f:
+            f.write("# nothing\n\n")
+        agent = ["--launch-agent", self.agent, "--rendezvous-addr", "127.0.0.1"]
+        cases = [
+            (["-H", ""] + cmd, "empty host list"),
+            (["-H", "a:0"] + cmd, "invalid slot count"),
+            (["-H", "a:x"] + cmd, "invalid slot count"),
+            (["-H", "a,,b"] + cmd, "empty host name"),
+            (["-H", "-oProxyCommand=x"] + cmd, "starts with '-'"),
+            (["-H", "fe80::1:2"] + cmd, "[address]"),
+            (["-H", "a", "--hostfile", hf_empty] + cmd, "hostfile"),
+            (["--hostfile", hf_empty] + cmd, "names no hosts"),
+            (["--hostfile", hf_bad] + cmd, "bad-hosts:2: unknown field 'cores=3'"),
+            (["--hostfile", os.path.join(self.dir, "missing")] + cmd, "cannot read hostfile"),
+            (["-H", "a,b", "--hostfile", hf_bad] + cmd, "not both"),
+            (["-np", "3", "-H", "fakehostA:2"] + agent + cmd, "exceeds the 2 slots"),
+            (["-H", "fakehostA", "--launch-agent", "  "] + cmd, "--launch-agent"),
+            (["-H", "fakehostA"] + agent + ["A=1", "true"], "contain '='"),
+            (["-H"], "-H"),
+        ]
+        for args, msg in cases:
+            rc, out, err, _ = run_in(args, env=self.env)
+            self.assertEqual(rc, 2, "args %r: rc %d, stderr %r" % (args, rc, err))
+            self.assertTrue(err.startswith("chorusrun: "), (args, err))
+            self.assertIn(msg, err, args)
+            self.assertEqual(out, "")
+            self.assertFalse(os.path.exists(marker), "a rank was started for %r" % args)
+        self.assertEqual(self.agent_calls(), [])
+
+    # --- the remote command line -------------------------------------------
+
+    def test_quoting_of_arguments_and_x_values(self):
+        odd = ["plain", "two words", "it's", 'say "hi"', "$HOME `id` $(id) \\n", "*", "",
+               "new\nline", "tab\there", "semi;colon && echo pwned", "-dash", "a=b", "ü ñ"]
+        xval = "spaces and 'single' \"double\" $dollar `tick` \\back ;|&<>"
+        env = dict(self.env, CHORUSRUN_FWD="fwd 'value'", CHORUS_FAKE_TUNABLE="inherited",
+                   CHORUSRUN_NOT_FORWARDED="local only")
+        args = (["-H", "fakehostA:2", "-x", "CHORUSRUN_SET=" + xval, "-x", "CHORUSRUN_FWD",
+                 "-x", "CHORUSRUN_EMPTY="] + self.agent_args("-o BatchMode=yes"))
+        rc, out, err, _ = run_in(args + [PY, THIS, "--rank", "report"] + odd, env=env)
+        self.assertEqual(rc, 0, err)
+        reps = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(len(reps), 2)
+        for r in reps:
+            self.assertEqual(r["argv"], odd)
+            e = r["env"]
+            self.assertEqual(e["CHORUSRUN_SET"], xval)
+            self.assertEqual(e["CHORUSRUN_FWD"], "fwd 'value'")
+            self.assertEqual(e["CHORUSRUN_EMPTY"], "")
+            self.assertEqual(e["CHORUS_FAKE_TUNABLE"], "inherited")  # CHORUS_* travel
+            self.assertNotIn("CHORUSRUN_NOT_FORWARDED", e)           # the rest does not
+            self.assertEqual(e["FAKE_HOST"], "fakehostA")
+        calls = self.agent_calls()
+        self.assertEqual(len(calls), 2)
+        for c in calls:
+            # --launch-agent is split on whitespace; then HOST, then one command word.
+            self.assertEqual(c[:3], ["-o", "BatchMode=yes", "fakehostA"])
+            self.assertEqual(len(c), 4)
+            self.assertIn("exec env ", c[3])
+
+    def test_remote_wdir(self):
+        sub = os.path.join(self.dir, "work dir")
+        os.mkdir(sub)
+        real = os.path.realpath(sub)
+        # Default: chorusrun's own directory.
+        reps = self.report(["-H", "localhost,fakehostA"] + self.agent_args(), 2, cwd=sub)
+        self.assertEqual({r["cwd"] for r in reps.values()}, {real})
+        # --wdir, absolute and relative (to chorusrun's directory).
+        reps = self.report(["-H", "localhost,fakehostA", "--wdir", sub] + self.agent_args(), 2)
+        self.assertEqual({r["cwd"] for r in reps.values()}, {real})
+        reps = self.report(["-H", "localhost,fakehostA", "--wdir", "work dir"] + self.agent_args(),
+                           2, cwd=self.dir)
+        self.assertEqual({r["cwd"] for r in reps.values()}, {real})
+        # A directory missing on the remote side fails that rank.
+        rc, out, err, _ = run_in(["-H", "fakehostA", "--wdir", os.path.join(self.dir, "missing")]
+                                 + self.agent_args() + ["true"], env=self.env)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("chorusrun: rank 0 on fakehostA exited with status 1", err)
+
+    def test_tag_output_names_hosts(self):
+        rc, out, err, _ = run_in(["-H", "localhost,fakehostA:2", "--tag-output"] + self.agent_args()
+                                 + ["sh", "-c", 'echo "out $CHORUS_RANK"; echo "err $CHORUS_RANK" >&2'],
+                                 env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()),
+                         ["[0,localhost] out 0", "[1,fakehostA] out 1", "[2,fakehostA] out 2"])
+        self.assertEqual(sorted(err.splitlines()),
+                         ["[0,localhost] err 0", "[1,fakehostA] err 1", "[2,fakehostA] err 2"])
+
+    def test_agent_not_found(self):
+        rc, out, err, _ = run_in(["-H", "localhost,fakehostA", "--launch-agent",
+                                  os.path.join(self.dir, "no-such-agent"),
+                                  "--rendezvous-addr", "127.0.0.1", "sleep", "30"], env=self.env)
+        self.assertEqual(rc, 127, err)
+        self.assertIn("rank 1 on fakehostA: cannot execute the launch agent", err)
+
+    # --- failures and teardown ----------------------------------------------
+
+    def remote_fail_test(self, mode):
+        env = dict(self.env, FAKE_AGENT_MODE=mode)
+        script = ('if [ $CHORUS_RANK = 3 ]; then echo $$ > "$D/p.3"; sleep 0.5; exit 3; fi; '
+                  + SLEEPER)
+        p = subprocess.Popen([CHORUSRUN, "-H", "localhost:2,fakehostA:2,fakehostB:2", "-np", "5",
+                              "-x", "CHORUSRUN_TEST_TAG=" + self.tag, "-x", "D=" + self.dir]
+                             + self.agent_args() + ["sh", "-c", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        t0 = time.monotonic()
+        pids = read_pids(self.dir, ["p.0", "g.0", "p.1", "g.1", "p.2", "g.2", "p.3", "p.4", "g.4"])
+        out, err = finish(p)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(p.returncode, 3, err)
+        self.assertLess(elapsed, 10, "surviving ranks were not killed promptly (they sleep 60 s)")
+        lines = err.decode().splitlines()
+        self.assertIn("chorusrun: rank 3 on fakehostA exited with status 3; "
+                      "stopping the other 4 ranks", lines)
+        self.assertEqual(sum("exited with status" in l or "killed by signal" in l for l in lines),
+                         1, lines)
+        agents = {n: int(n[2:]) for n in os.listdir(self.dir) if n.startswith("a.")}
+        self.assertEqual(len(agents), 3 if mode == "fork" else 0)
+        pids.update(agents)
+        self.assert_all_dead(pids)
+
+    def test_remote_failure_stops_all_agent_execs(self):
+        self.remote_fail_test("exec")
+
+    def test_remote_failure_stops_all_agent_stays(self):
+        self.remote_fail_test("fork")
+
+    def test_signal_and_timeout_reach_remote_ranks(self):
+        env = dict(self.env, FAKE_AGENT_MODE="fork")
+        base = ([CHORUSRUN, "-H", "localhost,fakehostA,fakehostB", "-x",
+                 "CHORUSRUN_TEST_TAG=" + self.tag, "-x", "D=" + self.dir] + self.agent_args())
+        names = ["%s.%d" % (k, r) for r in range(3) for k in "pg"]
+        p = subprocess.Popen(base + ["sh", "-c", SLEEPER], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        pids = read_pids(self.dir, names)
+        p.send_signal(signal.SIGTERM)
+        out, err = finish(p)
+        self.assertEqual(p.returncode, 143, err)
+        pids.update({n: int(n[2:]) for n in os.listdir(self.dir) if n.startswith("a.")})
+        self.assert_all_dead(pids)
+        for n in os.listdir(self.dir):
+            if n[:2] in ("p.", "g.", "a."):
+                os.unlink(os.path.join(self.dir, n))
+        t0 = time.monotonic()
+        p = subprocess.Popen(base[:1] + ["--timeout", "1"] + base[1:] + ["sh", "-c", SLEEPER],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        pids = read_pids(self.dir, names)
+        out, err = finish(p)
+        self.assertEqual(p.returncode, 124, err)
+        self.assertLess(time.monotonic() - t0, 10)
+        pids.update({n: int(n[2:]) for n in os.listdir(self.dir) if n.startswith("a.")})
+        self.assert_all_dead(pids)
+
+    # --- the bootstrap root chorusrun serves -----------------------------------
+
+    def test_served_root_is_listening_and_survives_strangers(self):
+        script = 'echo "$CHORUS_INIT"; sleep 2'
+        p = subprocess.Popen([CHORUSRUN, "-H", "localhost,fakehostA"] + self.agent_args()
+                             + ["sh", "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=self.env)
+        init = p.stdout.readline().decode().strip()
+        m = re.fullmatch(r"tcp://127\.0\.0\.1:(\d+)", init)
+        self.assertIsNotNone(m, init)
+        for junk in (b"", b"GET / HTTP/1.0\r\n\r\n", os.urandom(300)):
+            with socket.create_connection(("127.0.0.1", int(m.group(1))), timeout=5) as c:
+                c.sendall(junk)
+        out, err = finish(p)
+        self.assertEqual(p.returncode, 0, err)
+
+    def probe(self, args, np, env=None):
+        exe = os.environ.get("CHORUSRUN_PROBE")
+        if not exe:
+            self.skipTest("CHORUSRUN_PROBE (the rendezvous_probe program) is not set")
+        rc, out, err, _ = run_in(args + [exe], env=env or self.env, timeout=60)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(out, "probe ok %d %d\n" % (np, np * (np + 1) // 2), err[-3000:])
+
+    def test_real_rendezvous_rank0_remote(self):
+        # Rank 0 is "remote": only chorusrun's own root can be the rendezvous.
+        self.probe(["-H", "fakehostA,localhost:2,fakehostB"] + self.agent_args(), 4)
+
+    def test_real_rendezvous_all_local_hosts(self):
+        self.probe(["-H", "localhost:3"], 3)
+
+    def test_real_rendezvous_with_stranger(self):
+        # A stranger connects first and says nothing useful; the job still meets.
+        exe = os.environ.get("CHORUSRUN_PROBE")
+        if not exe:
+            self.skipTest("CHORUSRUN_PROBE is not set")
+        script = ('if [ $CHORUS_RANK = 0 ]; then echo "$CHORUS_INIT" > "$D/init"; '
+                  'while [ ! -e "$D/go" ]; do sleep 0.02; done; fi; exec "$0"')
+        p = subprocess.Popen([CHORUSRUN, "-H", "fakehostA,fakehostB", "-x", "D=" + self.dir]
+                             + self.agent_args() + ["sh", "-c", script, exe],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
+        path = os.path.join(self.dir, "init")
+        deadline = time.monotonic() + 15
+        while not (os.path.exists(path) and open(path).read().endswith("\n")):
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.02)
+        port = int(open(path).read().strip().rsplit(":", 1)[1])
+        idle = socket.create_connection(("127.0.0.1", port), timeout=5)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(os.urandom(64))
+        open(os.path.join(self.dir, "go"), "w").close()
+        out, err = finish(p, timeout=60)
+        idle.close()
+        self.assertEqual(p.returncode, 0, err.decode()[-3000:])
+        self.assertEqual(out.decode(), "probe ok 2 3\n")
+
+    def test_rendezvous_addr_by_route(self):
+        # 127.0.0.2 is not one of this machine's names, so it is "remote": the
+        # address towards it comes from the route lookup (here: 127.0.0.1).
+        rc, out, err, _ = run_in(["-H", "127.0.0.2:2", "--launch-agent", self.agent, "sh", "-c",
+                                  'echo "$CHORUS_INIT $FAKE_HOST"'], env=self.env)
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(len(lines), 2, out)
+        self.assertEqual(len(set(lines)), 1, out)
+        self.assertRegex(lines[0], r"^tcp://127\.0\.0\.1:\d+ 127\.0\.0\.2$")
+        self.assertEqual(len(self.agent_calls()), 2)
+        rc, out, err, _ = run_in(["-H", "no-such-host.invalid", "--launch-agent", self.agent,
+                                  "true"], env=self.env)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("cannot resolve host 'no-such-host.invalid'", err)
+        self.assertIn("--rendezvous-addr", err)
+        self.assertEqual(len(self.agent_calls()), 2)
+
+    def test_ipv6_rendezvous_addr(self):
+        try:
+            s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            s.bind(("::1", 0))
+            s.close()
+        except OSError:
+            self.skipTest("no IPv6 loopback here")
+        args = ["-H", "fakehostA", "--launch-agent", self.agent, "--rendezvous-addr", "::1"]
+        rc, out, err, _ = run_in(args + ["sh", "-c", 'echo "$CHORUS_INIT"'], env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"^tcp://\[::1\]:\d+\n$")
+        if os.environ.get("CHORUSRUN_PROBE"):
+            self.probe(["-H", "fakehostA:2", "--launch-agent", self.agent,
+                        "--rendezvous-addr", "::1"], 2)
+
+
+def run_in(args, timeout=30, env=None, cwd=None, input=None):
+    """run() with a working directory."""
+    t0 = time.monotonic()
+    p = subprocess.run([CHORUSRUN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout, env=env, input=input, cwd=cwd)
+    return p.returncode, p.stdout.decode(), p.stderr.decode(), time.monotonic() - t0
 
 
 def main():
