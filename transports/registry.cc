@@ -1,5 +1,6 @@
 // registry.cc — the built-in transports, in order of preference for a peer pair.
 #include "shm/transport.h"
+#include "tcp/transport.h"
 #include "transport.h"
 
 namespace chorus {
@@ -7,6 +8,7 @@ namespace chorus {
 const TransportEntry* transportTable(int* count) {
   static const TransportEntry kTable[] = {
       {"shm", &shm::createShmTransport},
+      {"tcp", &tcp::createTcpTransport},  // reaches everyone: last
   };
   *count = static_cast<int>(sizeof(kTable) / sizeof(kTable[0]));
   return kTable;

@@ -40,7 +40,7 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
 # Every collective with every type/op at small and mid sizes (coll_proc_main's defaults),
 # then the biggest sizes: 64 MiB of float32 per rank for each collective.
 MATRIX_ARGS = ["--big", "none"]
-BIG_ARGS = ["--coll", "all_reduce,all_gather,reduce_scatter,broadcast,reduce,alltoall,"
+BIG_ARGS = ["--coll", "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,"
             "scatter,gather", "--types", "float32", "--ops", "sum",
             "--sizes", "16777216", "--mid", "none", "--big", "none"]
 
@@ -237,7 +237,8 @@ def case_early_exit(c):
                            text=True, cwd=c.build)
     try:
         time.sleep(6)  # into the sweep
-        expect(job.poll() is None, "the job ended before the kill: %s" % (job.communicate(),))
+        if job.poll() is not None:
+            raise Failure("the job ended before the kill: %s" % (job.communicate(),))
         victims = [pid for pid, cmd in c.pids(1, "all_reduce_perf") if "chorusrun" not in cmd]
         expect(victims, "no all_reduce_perf process found on %s to kill" % c.hosts[1])
         killed = time.time()

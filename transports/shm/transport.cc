@@ -16,6 +16,7 @@
 #include "connection.h"
 #include "core/checks.h"
 #include "core/debug.h"
+#include "core/params.h"
 
 namespace chorus {
 namespace shm {
@@ -31,6 +32,10 @@ static_assert(sizeof(ShmInfo) <= kConnectInfoBytes, "connect info too large");
 }  // namespace
 
 std::unique_ptr<Transport> createShmTransport() { return std::make_unique<ShmTransport>(); }
+
+bool ShmTransport::canConnect(const PeerInfo& self, const PeerInfo& peer) const {
+  return self.hostHash == peer.hostHash && paramInt(Param::ShmDisable) == 0;
+}
 
 ShmTransport::~ShmTransport() {
   if (!ownName_.empty() && !unlinked_) shm_unlink(ownName_.c_str());

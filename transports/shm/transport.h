@@ -18,9 +18,8 @@ class ShmTransport final : public Transport {
  public:
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
-  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    return self.hostHash == peer.hostHash;
-  }
+  /// Same host, unless CHORUS_SHM_DISABLE=1 sends those ranks over the next transport.
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override;
   chorusResult_t setup(const TransportContext& ctx, void* info) override;
   chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
                          std::unique_ptr<SendConn>* send,

@@ -1,0 +1,284 @@
+// channel.cc — the progress thread's half of a connection: stripes out of send slots onto
+// the sockets, stripes off the sockets into receive slots.
+#include "tcp/channel.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/checks.h"
+#include "core/debug.h"
+
+namespace chorus {
+namespace tcp {
+
+void Channel::markFailed(int res, const std::string& msg) {
+  if (claimed.exchange(true, std::memory_order_acq_rel)) return;
+  error = msg;
+  failed.store(res, std::memory_order_release);
+  CHORUS_INFO(kLogNet, "%s", msg.c_str());
+  // Every waiter must see it promptly: bump the bell even if nobody is registered yet.
+  bell->seq.fetch_add(1, std::memory_order_seq_cst);
+  ringDoorbell(bell);
+}
+
+chorusResult_t Channel::raise(const char* what) const {
+  const int res = failed.load(std::memory_order_acquire);
+  return fail(res ? static_cast<chorusResult_t>(res) : chorusInternalError, __FILE__, __LINE__,
+              "%s during %s", error.c_str(), what ? what : "a transfer");
+}
+
+namespace {
+
+// Classifies a failed send/recv: a peer that went away is the peer's problem (remote), any
+// other errno is ours (system).
+void socketFailed(Channel* c, int err, const char* doing) {
+  char msg[256];
+  if (err == 0 || err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT) {
+    snprintf(msg, sizeof(msg), "%s closed the connection%s%s (while %s)", c->peerDesc.c_str(),
+             err ? ": " : "", err ? strerror(err) : "", doing);
+    c->markFailed(chorusRemoteError, msg);
+  } else {
+    snprintf(msg, sizeof(msg), "connection with %s failed while %s: %s", c->peerDesc.c_str(),
+             doing, strerror(err));
+    c->markFailed(chorusSystemError, msg);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Send side
+
+void SendChannel::progress() {
+  if (!active || !healthy()) return;
+  const uint64_t h = head.load(std::memory_order_acquire);
+  const int nsocks = static_cast<int>(socks.size());
+  // Count the stripes of newly posted messages before any socket may finish one.
+  for (; seen < h; ++seen)
+    stripesLeft[ring.index(seen)] =
+        static_cast<uint8_t>(stripeCount(ring.sizes[ring.index(seen)], nsocks, minStripe));
+
+  for (int s = 0; s < nsocks; ++s) {
+    Sock& k = socks[static_cast<size_t>(s)];
+    for (;;) {
+      if (!k.busy) {
+        // Skip messages too small to have a stripe on this socket.
+        while (k.next < h &&
+               stripeCount(ring.sizes[ring.index(k.next)], nsocks, minStripe) <= s)
+          ++k.next;
+        if (k.next >= h) break;
+        const size_t i = ring.index(k.next);
+        const size_t total = ring.sizes[i];
+        const int n = stripeCount(total, nsocks, minStripe);
+        const size_t off = stripeOffset(total, s, n), end = stripeOffset(total, s + 1, n);
+        k.hdr = StripeHeader{k.next, static_cast<uint32_t>(total), static_cast<uint32_t>(off),
+                             static_cast<uint32_t>(end - off), static_cast<uint16_t>(n),
+                             ring.flags[i], kStripeCheck};
+        k.hdrDone = k.dataDone = 0;
+        k.busy = true;
+      }
+      iovec iov[2];
+      int niov = 0;
+      if (k.hdrDone < sizeof(k.hdr))
+        iov[niov++] = {reinterpret_cast<char*>(&k.hdr) + k.hdrDone, sizeof(k.hdr) - k.hdrDone};
+      if (k.dataDone < k.hdr.len)
+        iov[niov++] = {ring.slot(k.hdr.seq) + k.hdr.offset + k.dataDone, k.hdr.len - k.dataDone};
+      ssize_t w = 0;
+      if (niov > 0) {
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = static_cast<size_t>(niov);
+        w = ::sendmsg(k.fd.get(), &m, MSG_NOSIGNAL);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // EPOLLOUT resumes us
+          socketFailed(this, errno, "sending");
+          return;
+        }
+        size_t left = static_cast<size_t>(w);
+        size_t hd = std::min(left, sizeof(k.hdr) - k.hdrDone);
+        k.hdrDone += hd;
+        k.dataDone += left - hd;
+      }
+      if (k.hdrDone == sizeof(k.hdr) && k.dataDone == k.hdr.len) {
+        --stripesLeft[ring.index(k.hdr.seq)];
+        k.busy = false;
+        ++k.next;
+      }
+    }
+  }
+  // Free slots in order once all their stripes are in the kernel.
+  const uint64_t before = tailLocal;
+  while (tailLocal < seen && stripesLeft[ring.index(tailLocal)] == 0) ++tailLocal;
+  if (tailLocal != before) {
+    tail.store(tailLocal, std::memory_order_release);
+    ringDoorbell(bell);
+  }
+}
+
+void SendChannel::peerGone() {
+  int err = 0;
+  for (auto& k : socks) {
+    socklen_t l = sizeof(err);
+    if (getsockopt(k.fd.get(), SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err != 0) break;
+    err = 0;
+  }
+  socketFailed(this, err, "sending");
+}
+
+// ---------------------------------------------------------------------------------------
+// Receive side
+
+// A header has been read on socket s: checks it against everything we know, so that a
+// confused or hostile peer can make a connection fail but never write outside a slot.
+bool RecvChannel::acceptHeader(int s, Sock& k) {
+  const StripeHeader& h = k.hdr;
+  const char* bad = nullptr;
+  if (h.check != kStripeCheck)
+    bad = "bad check byte";
+  else if (h.nstripes < 1 || h.nstripes > kMaxSocks || s >= h.nstripes)
+    bad = "bad stripe count";
+  else if (h.total > ring.slotBytes || h.offset > h.total || h.len > h.total - h.offset)
+    bad = "stripe outside the slot";
+  else if (h.seq < k.minSeq || h.seq < headLocal)
+    bad = "message out of order";
+  if (bad) {
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "%s sent a malformed stripe header (%s: seq %llu, %u+%u of %u bytes, %u stripes)",
+             peerDesc.c_str(), bad, static_cast<unsigned long long>(h.seq), h.offset, h.len,
+             h.total, h.nstripes);
+    markFailed(chorusRemoteError, msg);
+    return false;
+  }
+  return true;
+}
+
+// Moves socket s forward as far as it can. Returns false when it stopped for good (the
+// channel failed); true when it would block or must wait for a free slot.
+bool RecvChannel::readSock(int s, Sock& k) {
+  for (;;) {
+    if (!k.haveHdr) {
+      ssize_t r = ::recv(k.fd.get(), reinterpret_cast<char*>(&k.hdr) + k.hdrDone,
+                         sizeof(k.hdr) - k.hdrDone, 0);
+      if (r == 0 && k.hdrDone == 0) {
+        // A clean end between stripes: the other sockets may still hold whole messages
+        // (a sender flushes, then closes them one by one). checkClosed decides.
+        k.eof = true;
+        return true;
+      }
+      if (r == 0) {
+        socketFailed(this, 0, "receiving");
+        return false;
+      }
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        socketFailed(this, errno, "receiving");
+        return false;
+      }
+      k.hdrDone += static_cast<size_t>(r);
+      if (k.hdrDone < sizeof(k.hdr)) continue;
+      if (!acceptHeader(s, k)) return false;
+      k.haveHdr = true;
+      k.dataDone = 0;
+    }
+    const uint64_t seq = k.hdr.seq;
+    // The slot for seq is free once the application released seq - depth.
+    const uint64_t depth = static_cast<uint64_t>(ring.depth);
+    if (discard) publishComplete();  // we are the consumer now
+    if (seq >= released.load(std::memory_order_acquire) + depth) {
+      stalled.store(true, std::memory_order_seq_cst);
+      if (seq >= released.load(std::memory_order_seq_cst) + depth) return true;  // kick resumes
+      stalled.store(false, std::memory_order_relaxed);
+    }
+    SlotState& st = slotState[ring.index(seq)];
+    const size_t i = ring.index(seq);
+    if (st.seq != seq) {
+      st.seq = seq;
+      st.nstripes = k.hdr.nstripes;
+      st.got = 0;
+      st.mask = 0;
+      ring.sizes[i] = k.hdr.total;
+      ring.flags[i] = k.hdr.flags;
+    } else if (st.nstripes != k.hdr.nstripes || ring.sizes[i] != k.hdr.total ||
+               ring.flags[i] != k.hdr.flags) {
+      markFailed(chorusRemoteError,
+                 peerDesc + " sent stripes of one message that disagree on its size or kind");
+      return false;
+    }
+    while (k.dataDone < k.hdr.len) {
+      ssize_t r = ::recv(k.fd.get(), ring.slot(seq) + k.hdr.offset + k.dataDone,
+                         k.hdr.len - k.dataDone, 0);
+      if (r == 0) {
+        socketFailed(this, 0, "receiving");
+        return false;
+      }
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        socketFailed(this, errno, "receiving");
+        return false;
+      }
+      k.dataDone += static_cast<size_t>(r);
+    }
+    ++st.got;
+    st.mask |= 1u << s;
+    k.haveHdr = false;
+    k.hdrDone = 0;
+    k.minSeq = seq + 1;
+  }
+}
+
+void RecvChannel::publishComplete() {
+  const uint64_t before = headLocal;
+  for (;;) {
+    const SlotState& st = slotState[ring.index(headLocal)];
+    if (st.seq != headLocal || st.got != st.nstripes) break;
+    ++headLocal;
+  }
+  if (headLocal != before) {
+    head.store(headLocal, std::memory_order_release);
+    ringDoorbell(bell);
+  }
+  if (discard) released.store(headLocal, std::memory_order_release);
+}
+
+// Some sockets ended cleanly: fail once the next message can no longer complete, i.e.
+// one of its stripes was due on a closed socket. Every message has a stripe on socket 0,
+// so a message not seen at all can't come once socket 0 is closed.
+void RecvChannel::checkClosed() {
+  const SlotState& st = slotState[ring.index(headLocal)];
+  const bool known = st.seq == headLocal;
+  for (int s = 0; s < kMaxSocks; ++s) {
+    const Sock& k = socks[static_cast<size_t>(s)];
+    if (!k.fd.valid() || !k.eof) continue;
+    if ((!known && s == 0) || (known && s < st.nstripes && !(st.mask & (1u << s)))) {
+      socketFailed(this, 0, "receiving");
+      return;
+    }
+  }
+}
+
+void RecvChannel::progress() {
+  if (!active || !healthy()) return;
+  bool anyEof = false;
+  for (int s = 0; s < kMaxSocks; ++s) {
+    Sock& k = socks[static_cast<size_t>(s)];
+    if (!k.fd.valid()) continue;
+    bool ok = k.eof || readSock(s, k);
+    // Publish what is complete even if this socket just failed: the application may
+    // consume messages that arrived whole before the peer went away.
+    publishComplete();
+    if (!ok) return;
+    anyEof = anyEof || k.eof;
+  }
+  if (anyEof) checkClosed();
+}
+
+}  // namespace tcp
+}  // namespace chorus

@@ -1,0 +1,156 @@
+// tcp/channel.h — one direction of one peer pair: the slot ring the application sees and
+// the sockets the progress thread drives.
+//
+// The application thread and the progress thread share a channel the way two ranks share
+// an shm FIFO: the producer advances one counter, the consumer another, each on its own
+// cache line, and slot contents are published by the counter's release store. On the send
+// side the application produces (post) and the progress thread consumes (writes to the
+// sockets, then frees the slot); on the receive side the progress thread produces (a slot
+// is published once all its stripes have arrived) and the application consumes.
+//
+// Fields are grouped by who writes them. Everything under "progress thread only" is touched
+// by that thread alone once the channel is activated, so it needs no synchronization.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "core/wait.h"
+#include "tcp/wire.h"
+
+namespace chorus {
+namespace tcp {
+
+class Proxy;
+
+/// What the progress thread needs to know about one registered fd.
+struct EpollTag {
+  enum Kind { kEvent, kListener, kPending, kSend, kRecv } kind;
+  void* obj;
+};
+
+/// Memory of `depth` slots plus their sizes and flags, shared by both directions' code.
+struct SlotRing {
+  std::unique_ptr<char[]> mem;
+  size_t slotBytes = 0;
+  int depth = 0;
+  std::vector<uint32_t> sizes;
+  std::vector<uint8_t> flags;
+
+  void allocate(size_t slot, int d) {
+    slotBytes = slot;
+    depth = d;
+    // Not value-initialized: untouched slots cost no memory.
+    mem.reset(new char[slot * static_cast<size_t>(d)]);
+    sizes.assign(static_cast<size_t>(d), 0);
+    flags.assign(static_cast<size_t>(d), 0);
+  }
+  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
+  char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
+};
+
+/// State common to both directions.
+struct Channel {
+  Channel(Proxy* p, Doorbell* b, int peerRank) : proxy(p), bell(b), peer(peerRank) {}
+  Proxy* const proxy;
+  Doorbell* const bell;  // the application's waiters sleep here
+  const int peer;
+  std::string peerDesc;  // "rank 3 (10.77.0.4:41234)", set before activation
+  SlotRing ring;
+
+  /// Set once, by whoever sees the failure first (the progress thread, or finishSetup for
+  /// a peer that never connected): `error` is written before the release store of `failed`
+  /// and never again; `claimed` makes the first writer the only one.
+  std::atomic<int> failed{0};  // a chorusResult_t, 0 while healthy
+  std::atomic<bool> claimed{false};
+  std::string error;
+
+  /// Raised by the application to get the progress thread's attention (see Proxy::kick).
+  std::atomic<bool> kicked{false};
+
+  // Progress thread only.
+  bool active = false;
+  EpollTag tag{EpollTag::kSend, this};  // what epoll reports for any of its sockets
+
+  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
+  /// Records the first failure and wakes every waiter (any thread).
+  void markFailed(int res, const std::string& msg);
+  /// Application thread: turns the recorded failure into an error return (logged once per
+  /// call by CHORUS_FAIL's machinery) naming the peer and what was being done.
+  chorusResult_t raise(const char* what) const;
+};
+
+struct SendChannel : Channel {
+  using Channel::Channel;
+  alignas(64) std::atomic<uint64_t> head{0};  // messages posted (application)
+  alignas(64) std::atomic<uint64_t> tail{0};  // messages fully handed to the kernel (thread)
+
+  // Progress thread only.
+  struct Sock {
+    Fd fd;
+    uint64_t next = 0;     // next message that may carry a stripe for this socket
+    bool busy = false;     // a stripe is in flight
+    StripeHeader hdr{};
+    size_t hdrDone = 0, dataDone = 0;
+  };
+  std::vector<Sock> socks;
+  std::vector<uint8_t> stripesLeft;  // per slot
+  uint64_t seen = 0;                 // messages whose stripesLeft is set
+  uint64_t tailLocal = 0;
+  size_t minStripe = 0;
+
+  /// Writes whatever the sockets accept; frees fully written slots.
+  void progress();
+  /// epoll saw a hang-up or error on one of our sockets: the peer is gone.
+  void peerGone();
+  bool drained() const { return tail.load(std::memory_order_relaxed) == head.load(std::memory_order_acquire); }
+};
+
+struct RecvChannel : Channel {
+  RecvChannel(Proxy* p, Doorbell* b, int peerRank) : Channel(p, b, peerRank) {
+    tag.kind = EpollTag::kRecv;
+    socks.resize(kMaxSocks);
+  }
+  alignas(64) std::atomic<uint64_t> head{0};      // messages complete (thread)
+  alignas(64) std::atomic<uint64_t> released{0};  // messages given back (application)
+  std::atomic<bool> stalled{false};  // the thread waits for a release to read on
+  std::atomic<int> attached{0};      // sockets whose hello arrived
+  int expected = 0;                  // sockets the peer opens (from its connect info)
+
+  // Progress thread only.
+  struct Sock {
+    Fd fd;
+    SockAddr from;
+    bool haveHdr = false;
+    StripeHeader hdr{};
+    size_t hdrDone = 0, dataDone = 0;
+    uint64_t minSeq = 0;  // stripes arrive in message order on one socket
+    bool eof = false;     // the peer closed it cleanly, between two stripes
+  };
+  std::vector<Sock> socks;  // kMaxSocks entries, filled by hello index
+  struct SlotState {
+    uint64_t seq = ~0ull;
+    uint16_t nstripes = 0, got = 0;
+    uint32_t mask = 0;  // which stripes (= sockets) have arrived
+  };
+  std::vector<SlotState> slotState;
+  uint64_t headLocal = 0;
+  bool discard = false;  // shutting down: nobody consumes any more, drop what arrives
+
+  /// Reads whatever has arrived into free slots; publishes completed messages.
+  void progress();
+
+ private:
+  bool readSock(int s, Sock& k);
+  bool acceptHeader(int s, Sock& k);
+  void publishComplete();
+  void checkClosed();
+};
+
+}  // namespace tcp
+}  // namespace chorus

@@ -1,0 +1,55 @@
+#include "tcp/socket_util.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "core/checks.h"
+#include "core/debug.h"
+
+namespace chorus {
+namespace tcp {
+
+void tuneSocket(int fd, int64_t bufBytes) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    CHORUS_INFO(kLogNet, "TCP_NODELAY: %s", strerror(errno));
+  if (bufBytes <= 0) return;
+  int b = bufBytes > (1 << 30) ? (1 << 30) : static_cast<int>(bufBytes);
+  // The kernel caps these at net.core.{w,r}mem_max; not fatal, only slower.
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof(b)) != 0)
+    CHORUS_INFO(kLogNet, "SO_SNDBUF %d: %s", b, strerror(errno));
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof(b)) != 0)
+    CHORUS_INFO(kLogNet, "SO_RCVBUF %d: %s", b, strerror(errno));
+}
+
+chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t bufBytes,
+                                 int64_t deadlineNs, const char* what, Fd* out) {
+  Fd fd;
+  CHORUS_CHECK(connectRetry(to, deadlineNs, -1, &fd, what));
+  tuneSocket(fd.get(), bufBytes);
+  CHORUS_CHECK(sendAll(fd.get(), &hello, sizeof(hello), deadlineNs, -1, what));
+  *out = std::move(fd);
+  return chorusSuccess;
+}
+
+chorusResult_t randomToken(uint64_t* out) {
+  size_t got = 0;
+  auto* p = reinterpret_cast<unsigned char*>(out);
+  while (got < sizeof(*out)) {
+    ssize_t n = getrandom(p + got, sizeof(*out) - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      CHORUS_FAIL(chorusSystemError, "getrandom: %s", strerror(errno));
+    }
+    got += static_cast<size_t>(n);
+  }
+  return chorusSuccess;
+}
+
+}  // namespace tcp
+}  // namespace chorus

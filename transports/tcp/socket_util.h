@@ -1,0 +1,28 @@
+// tcp/socket_util.h — what the TCP transport adds to the bootstrap's socket layer
+// (bootstrap/socket.h): buffer sizing, the authenticated outgoing connect, tokens.
+#pragma once
+
+#include <cstdint>
+
+#include "bootstrap/socket.h"
+#include "chorus.h"
+#include "tcp/wire.h"
+
+namespace chorus {
+namespace tcp {
+
+/// TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF = `bufBytes` when > 0 (0 keeps the kernel's
+/// autotuning, which a fixed size turns off).
+void tuneSocket(int fd, int64_t bufBytes);
+
+/// Connects to a peer's listener and sends `hello` on the new socket; the peer need not be
+/// accepting (the kernel completes the handshake into its backlog), so this never waits on
+/// the peer's progress. `what` names the target in errors.
+chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t bufBytes,
+                                 int64_t deadlineNs, const char* what, Fd* out);
+
+/// 64 random bits from the kernel.
+chorusResult_t randomToken(uint64_t* out);
+
+}  // namespace tcp
+}  // namespace chorus

@@ -1,0 +1,195 @@
+#include "tcp/transport.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "bootstrap/netif.h"
+#include "bootstrap/bootstrap.h"
+#include "core/checks.h"
+#include "core/debug.h"
+#include "core/params.h"
+#include "tcp/connection.h"
+#include "tcp/socket_util.h"
+
+namespace chorus {
+namespace tcp {
+
+Options Options::fromParams() {
+  Options o;
+  o.nsocks = static_cast<int>(std::clamp<int64_t>(paramInt(Param::Nsocks), -1, 1 << 20));
+  o.slotBytes = 0;
+  o.depth = 0;
+  o.sockBuf = paramInt(Param::SocketBuf);
+  int64_t t = paramInt(Param::TimeoutS);
+  if (t <= 0) t = 300;
+  o.timeoutNs = t * 1000000000ll;
+  return o;
+}
+
+std::unique_ptr<Transport> createTcpTransport() {
+  return std::make_unique<TcpTransport>(Options::fromParams());
+}
+
+TcpTransport::~TcpTransport() {
+  if (proxy_) proxy_->stop(!aborted_.load(), monotonicNs() + opt_.timeoutNs);
+  proxy_.reset();
+}
+
+bool TcpTransport::infoAddress(const void* info, SockAddr* out) {
+  ConnectInfo ci;
+  std::memcpy(&ci, info, sizeof(ci));
+  if (ci.magic != kInfoMagic || ci.addrLen > sizeof(ci.addr)) return false;
+  return out->assign(ci.addr, ci.addrLen);
+}
+
+chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
+  rank_ = ctx.rank;
+  if (opt_.nsocks < 1 || opt_.nsocks > kMaxSocks)
+    CHORUS_FAIL(chorusInvalidArgument, "CHORUS_NSOCKS=%d outside [1, %d]", opt_.nsocks,
+                kMaxSocks);
+  slotBytes_ = opt_.slotBytes;
+  if (slotBytes_ == 0) {
+    const int64_t chunk = paramInt(Param::TcpChunkSize);
+    if (chunk < 4096 || chunk > (1ll << 30))
+      CHORUS_FAIL(chorusInvalidArgument, "CHORUS_TCP_CHUNKSIZE=%lld outside [4 KiB, 1 GiB]",
+                  static_cast<long long>(chunk));
+    // Algorithms cut pieces to the communicator's slot size: ours must hold one.
+    slotBytes_ = std::max(static_cast<size_t>(chunk), ctx.slotBytes);
+  }
+  depth_ = opt_.depth;
+  if (depth_ <= 0)
+    depth_ = static_cast<int>(std::clamp<int64_t>(
+        paramInt(Param::BuffSize) / static_cast<int64_t>(slotBytes_), 2, 16));
+  llMax_ = std::max<size_t>(ctx.llBytes, 64);  // what shm offers: same algorithm choices
+
+  SockAddr bindAddr = opt_.bindAddr;
+  std::string ifname = "(given)";
+  if (bindAddr.family() == 0) CHORUS_CHECK(bootstrapInterfaceAddr(&bindAddr, &ifname));
+  bindAddr.setPort(0);
+  Fd listener;
+  SockAddr bound;
+  CHORUS_CHECK(listenOn(bindAddr, false, &listener, &bound));
+  // Accepted sockets inherit the buffer sizes, and the window scale is chosen from them
+  // when the handshake completes, before we could set anything on the accepted socket.
+  tuneSocket(listener.get(), opt_.sockBuf);
+  uint64_t token = 0;
+  CHORUS_CHECK(randomToken(&token));
+
+  send_.clear();
+  recv_.clear();
+  send_.resize(static_cast<size_t>(ctx.nranks));
+  recv_.resize(static_cast<size_t>(ctx.nranks));
+  proxy_ = std::make_unique<Proxy>(ctx.rank, token);
+  std::vector<RecvChannel*> byRank(static_cast<size_t>(ctx.nranks), nullptr);
+  for (int r = 0; r < ctx.nranks; ++r) {
+    if (r == ctx.rank) continue;
+    recv_[static_cast<size_t>(r)] = std::make_unique<RecvChannel>(proxy_.get(), proxy_->bell(), r);
+    byRank[static_cast<size_t>(r)] = recv_[static_cast<size_t>(r)].get();
+  }
+  CHORUS_CHECK(proxy_->start(std::move(listener), std::move(byRank)));
+
+  ConnectInfo ci{};
+  ci.magic = kInfoMagic;
+  ci.token = token;
+  ci.rank = ctx.rank;
+  ci.nsocks = opt_.nsocks;
+  ci.slotBytes = slotBytes_;
+  ci.depth = depth_;
+  ci.addrLen = bound.len;
+  std::memcpy(ci.addr, &bound.ss, std::min<size_t>(bound.len, sizeof(ci.addr)));
+  std::memcpy(info, &ci, sizeof(ci));
+  CHORUS_INFO(kLogNet, "TCP listening on %s (%s): %d sockets per peer, %d slots x %zu B",
+              bound.str().c_str(), ifname.c_str(), opt_.nsocks, depth_, slotBytes_);
+  return chorusSuccess;
+}
+
+chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, const void* peerInfo,
+                                     std::unique_ptr<SendConn>* send,
+                                     std::unique_ptr<RecvConn>* recv) {
+  if (!proxy_) CHORUS_FAIL(chorusInternalError, "tcp connect before setup");
+  ConnectInfo ci;
+  std::memcpy(&ci, peerInfo, sizeof(ci));
+  SockAddr addr;
+  if (ci.magic != kInfoMagic || ci.rank != peer || ci.addrLen > sizeof(ci.addr) ||
+      !addr.assign(ci.addr, ci.addrLen) || ci.nsocks < 1 || ci.nsocks > kMaxSocks)
+    CHORUS_FAIL(chorusInternalError, "rank %d published malformed TCP connect info", peer);
+  if (ci.slotBytes != slotBytes_ || ci.depth != depth_)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "rank %d uses %d TCP slots of %llu bytes, this rank %d of %zu: ranks disagree "
+                "on CHORUS_CHUNKSIZE / CHORUS_TCP_CHUNKSIZE / CHORUS_BUFFSIZE",
+                peer, ci.depth, static_cast<unsigned long long>(ci.slotBytes), depth_,
+                slotBytes_);
+  char desc[128];
+  snprintf(desc, sizeof(desc), "rank %d (%s)", peer, addr.str().c_str());
+  const int64_t deadline = monotonicNs() + opt_.timeoutNs;
+
+  // Send direction: our sockets to the peer's listener.
+  auto sc = std::make_unique<SendChannel>(proxy_.get(), proxy_->bell(), peer);
+  sc->peerDesc = desc;
+  sc->ring.allocate(slotBytes_, depth_);
+  sc->stripesLeft.assign(static_cast<size_t>(depth_), 0);
+  sc->minStripe = opt_.minStripe;
+  sc->socks.resize(static_cast<size_t>(opt_.nsocks));
+  char what[192];
+  snprintf(what, sizeof(what), "the TCP listener of %s", desc);
+  for (int i = 0; i < opt_.nsocks; ++i) {
+    Hello h{kHelloMagic, ci.token, ctx.rank, i};
+    CHORUS_CHECK(openAuthenticated(addr, h, opt_.sockBuf, deadline, what,
+                                   &sc->socks[static_cast<size_t>(i)].fd));
+  }
+  SendChannel* s = sc.get();
+  send_[static_cast<size_t>(peer)] = std::move(sc);
+  proxy_->activate(s);
+
+  // Receive direction: the peer's sockets arrive (or have arrived) through our listener.
+  RecvChannel* r = recv_[static_cast<size_t>(peer)].get();
+  r->peerDesc = desc;
+  r->ring.allocate(slotBytes_, depth_);
+  r->slotState.assign(static_cast<size_t>(depth_), RecvChannel::SlotState{});
+  r->expected = ci.nsocks;
+  proxy_->activate(r);
+
+  *send = std::make_unique<TcpSendConn>(s, llMax_);
+  *recv = std::make_unique<TcpRecvConn>(r, llMax_);
+  return chorusSuccess;
+}
+
+void TcpTransport::finishSetup() {
+  if (!proxy_) return;
+  // Every peer has finished connect() (init runs a barrier first), so its sockets are at
+  // most in flight: this normally returns at once.
+  const int64_t deadline = monotonicNs() + opt_.timeoutNs;
+  for (auto& c : recv_) {
+    if (!c || c->expected == 0) continue;
+    while (c->attached.load(std::memory_order_acquire) < c->expected &&
+           monotonicNs() < deadline && !aborted_.load())
+      usleep(200);
+    const int got = c->attached.load(std::memory_order_acquire);
+    if (got < c->expected) {
+      char msg[256];
+      snprintf(msg, sizeof(msg), "%s opened only %d of its %d TCP connections to this rank",
+               c->peerDesc.c_str(), got, c->expected);
+      CHORUS_WARN(kLogNet, "%s: transfers from it will fail", msg);
+      c->markFailed(chorusRemoteError, msg);
+    }
+  }
+  proxy_->closeListener();
+}
+
+void TcpTransport::wakeAll() {
+  aborted_.store(true);
+  if (!proxy_) return;
+  Doorbell* bell = proxy_->bell();
+  bell->seq.fetch_add(1);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+}  // namespace tcp
+}  // namespace chorus

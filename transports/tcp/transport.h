@@ -1,0 +1,79 @@
+// tcp/transport.h — ranks on different hosts (or any ranks, with CHORUS_SHM_DISABLE=1)
+// talk over TCP sockets.
+//
+// Each rank listens on one socket (interface chosen like the bootstrap's, by
+// CHORUS_SOCKET_IFNAME) and publishes its address with a random token. For every peer it
+// opens CHORUS_NSOCKS sockets to the peer's listener — its send direction — and the
+// peer's sockets to it arrive through its own listener as its receive direction. Opening
+// never waits for the peer (the kernel completes connections into the listen backlog) and
+// accepting happens on the progress thread, so the per-peer connect order of init can not
+// deadlock. Large messages are striped over the sockets (see wire.h).
+//
+// Slots live in local memory on both sides; the progress thread (proxy.h) moves them. A
+// slot is at least the communicator's slot size (CHORUS_CHUNKSIZE), because algorithms
+// cut their pieces to that and a piece never spans slots.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "tcp/channel.h"
+#include "tcp/proxy.h"
+#include "transports/transport.h"  // the interface; a bare "transport.h" is tcp/transport.h
+
+namespace chorus {
+namespace tcp {
+
+/// Everything the transport reads from the environment, so that tests can set it per
+/// instance (the parameter registry is read once per process).
+struct Options {
+  SockAddr bindAddr;        ///< listen here; no family: the CHORUS_SOCKET_IFNAME choice
+  int nsocks = 2;           ///< CHORUS_NSOCKS, 1..kMaxSocks
+  size_t slotBytes = 0;     ///< 0: max(CHORUS_TCP_CHUNKSIZE, the communicator's slot)
+  int depth = 0;            ///< 0: CHORUS_BUFFSIZE / slot, clamped to [2, 16]
+  int64_t sockBuf = 0;      ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
+  size_t minStripe = 64 << 10;  ///< shortest stripe worth its own socket
+  int64_t timeoutNs = 0;    ///< connect / setup deadline (CHORUS_TIMEOUT_S)
+
+  static Options fromParams();
+};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(const Options& o) : opt_(o) {}
+  /// Stops the progress thread (after flushing posted slots unless wakeAll() was called,
+  /// which means abort) and closes every socket. Handles to this transport's connections
+  /// must be gone by then.
+  ~TcpTransport() override;
+  const char* name() const override { return "tcp"; }
+  /// TCP reaches everyone: it is the fallback after the transports listed before it.
+  bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
+  chorusResult_t setup(const TransportContext& ctx, void* info) override;
+  chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
+                         std::unique_ptr<SendConn>* send,
+                         std::unique_ptr<RecvConn>* recv) override;
+  /// Waits (up to the timeout) for every peer's sockets, then closes the listener.
+  void finishSetup() override;
+  void wakeAll() override;
+
+  /// The listener address published in `info` (for tests and diagnostics).
+  static bool infoAddress(const void* info, SockAddr* out);
+
+ private:
+  Options opt_;
+  int rank_ = -1;
+  size_t slotBytes_ = 0;
+  int depth_ = 0;
+  size_t llMax_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::vector<std::unique_ptr<SendChannel>> send_;  // by peer rank
+  std::vector<std::unique_ptr<RecvChannel>> recv_;
+  std::unique_ptr<Proxy> proxy_;  // declared last: stopped first (see the destructor)
+};
+
+std::unique_ptr<Transport> createTcpTransport();
+
+}  // namespace tcp
+}  // namespace chorus
