@@ -38,11 +38,16 @@ CASES = {
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]
 # Every collective with every type/op at small and mid sizes (coll_proc_main's defaults),
-# then the biggest sizes: 64 MiB of float32 per rank for each collective.
+# then the biggest: 64 MiB buffers of float32 (the whole buffer: 16 Mi elements for the
+# all-reduce family, 16 Mi / 4 per rank block for the collectives whose buffer holds one
+# block per rank).
 MATRIX_ARGS = ["--big", "none"]
-BIG_ARGS = ["--coll", "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,"
-            "scatter,gather", "--types", "float32", "--ops", "sum",
-            "--sizes", "16777216", "--mid", "none", "--big", "none"]
+BIG_RUNS = [
+    ["--coll", "all_reduce,broadcast,reduce", "--types", "float32", "--ops", "sum",
+     "--sizes", "16777216", "--mid", "none", "--big", "none"],
+    ["--coll", "all_gather,reduce_scatter,all_to_all,scatter,gather", "--types", "float32",
+     "--ops", "sum", "--sizes", "4194304", "--mid", "none", "--big", "none"],
+]
 
 
 class Failure(Exception):
@@ -160,9 +165,10 @@ def case_chorusrun(c, per_host):
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed on %d ranks in %.1f s" % (n, took))
     check_transports(err, [r // per_host for r in range(n)])
-    _, out, _, took = c.chorusrun(spec, [coll] + BIG_ARGS, env={"CHORUS_TIMEOUT_S": "120"})
-    expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
-    log("64 MiB cases passed in %.1f s" % took)
+    for big in BIG_RUNS:
+        _, out, _, took = c.chorusrun(spec, [coll] + big, env={"CHORUS_TIMEOUT_S": "120"})
+        expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
+        log("64 MiB cases (%s) passed in %.1f s" % (big[1], took))
 
 
 def case_mpirun(c, per_host):
@@ -173,9 +179,10 @@ def case_mpirun(c, per_host):
     _, out, _, took = c.mpirun(spec, n, [coll] + MATRIX_ARGS)
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed under mpirun on %d ranks in %.1f s" % (n, took))
-    _, out, _, took = c.mpirun(spec, n, [coll] + BIG_ARGS)
-    expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
-    log("64 MiB cases passed under mpirun in %.1f s" % took)
+    for big in BIG_RUNS:
+        _, out, _, took = c.mpirun(spec, n, [coll] + big)
+        expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
+        log("64 MiB cases (%s) under mpirun passed in %.1f s" % (big[1], took))
 
 
 PERF_ARGS = ["-b", "8", "-e", "8M", "-f", "8", "-n", "3", "-w", "1", "-c", "1"]
@@ -191,8 +198,13 @@ def case_slurm(c):
     perf = c.exe("perf/all_reduce_perf")
     env = {k: v for k, v in os.environ.items()}
     env.pop("CHORUS_INIT", None)
-    _, out, _, _ = c.run(["srun", "-N", "3", "-n", "6", perf] + PERF_ARGS, env=env, timeout=300)
+    env.update(CHORUS_DEBUG="INFO", CHORUS_DEBUG_SUBSYS="INIT")
+    _, out, err, _ = c.run(["srun", "-N", "3", "-n", "6", perf] + PERF_ARGS, env=env, timeout=300)
     check_perf(out, 6)
+    # The address came from the step's host list, not from a file only one host could see.
+    want = "(from Slurm), rendezvous tcp://%s:" % c.hosts[0]
+    expect(err.count(want) == 6, "want 6 ranks reporting %r:\n%s" % (want, err[-3000:]))
+    log("srun: every rank met at %s<port from job and step id>" % want.split("rendezvous ")[1])
     script = c.exe("multinode-sbatch.sh")
     outfile = c.exe("multinode-sbatch.out")
     with open(script, "w") as f:
@@ -201,16 +213,21 @@ def case_slurm(c):
     try:
         c.run(["sbatch", "--wait", script], env=env, timeout=300)
         with open(outfile) as f:
-            check_perf(f.read(), 6)
+            text = f.read()
+        expect(text.count(want) == 6, "sbatch: want 6 ranks reporting %r" % want)
+        check_perf("\n".join(l for l in text.splitlines() if " chorus INFO " not in l), 6)
     finally:
         for p in (script, outfile):
             if os.path.exists(p):
                 os.remove(p)
-    _, out, _, _ = c.run(["salloc", "-N", "3", "-n", "6"] + MPIRUN +
+    _, out, err, _ = c.run(["salloc", "-N", "3", "-n", "6"] + MPIRUN +
                          ["--mca", "oob_tcp_if_include", c.subnet + ".0/24",
                           "--mca", "btl_tcp_if_include", c.subnet + ".0/24", perf] + PERF_ARGS,
                          env=env, timeout=300)
     check_perf(out, 6)
+    expect("rendezvous" not in err, "mpirun inside salloc: ranks should meet through MPI:\n%s"
+           % err[-2000:])
+    log("salloc + mpirun: ranks met through MPI")
 
 
 def case_early_exit(c):
