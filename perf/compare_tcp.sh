@@ -1,0 +1,137 @@
+#!/bin/bash
+# compare_tcp.sh — all-reduce between two namespaced hosts over TCP: Chorus next to Open
+# MPI (btl tcp,self) next to the link's own ceiling (iperf3), in one run, as markdown.
+#
+# Usage: perf/compare_tcp.sh BUILD_DIR          (needs root: it brings up tools/cluster)
+#   env ROUNDS=2  rounds per sweep; each round runs Chorus then Open MPI back to back and
+#                 the table keeps each one's best time per size
+#   env RAW=DIR   keep every run's output in DIR
+#
+# Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
+# by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
+# Prints markdown on stdout, progress on stderr. The cluster is always torn down.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/.." && pwd)
+
+if [ "${1:-}" != "--inner" ]; then
+  BUILD=${1:?usage: $0 BUILD_DIR}
+  BUILD=$(cd "$BUILD" && pwd)
+  for f in tools/chorusrun/chorusrun perf/all_reduce_perf perf/all_reduce_mpi_perf; do
+    [ -x "$BUILD/$f" ] || { echo "$0: missing $BUILD/$f (build it first)" >&2; exit 2; }
+  done
+  command -v iperf3 >/dev/null || { echo "$0: iperf3 not found (tools/deps installs it)" >&2; exit 2; }
+  exec "$SRC/tools/cluster" run --name perftcp --hosts 2 --force -- "$0" --inner "$BUILD"
+fi
+
+BUILD=$2
+ROUNDS=${ROUNDS:-2}
+read -r H0 H1 <<< "$CHORUS_CLUSTER_HOSTS"
+CLUSTER=("$SRC/tools/cluster" exec --name "$CHORUS_CLUSTER_NAME")
+AGENT=$CHORUS_CLUSTER_AGENT
+SUBNET=${CHORUS_CLUSTER_SUBNET:-10.77.0}
+if [ -n "${RAW:-}" ]; then
+  mkdir -p "$RAW"
+  TMP=$(cd "$RAW" && pwd)
+else
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+fi
+log() { echo "[compare_tcp] $*" >&2; }
+on() { local h=$1; shift; "${CLUSTER[@]}" "$h" -- "$@"; }
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+SECONDS=0
+
+# The link's ceiling: iperf3 from host 0 to host 1, one stream and as many as Chorus uses
+# per connection (CHORUS_NSOCKS, default 2).
+NSOCKS=${CHORUS_NSOCKS:-2}
+iperf() {
+  on "$H1" iperf3 -s -1 -p 5201 > "$TMP/iperf-server.$1.txt" 2>&1 &
+  local server=$!
+  sleep 0.5
+  on "$H0" iperf3 -c "$H1" -p 5201 -t 5 -P "$1" -J > "$TMP/iperf.$1.json"
+  wait "$server" || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"] / 8e9))' "$TMP/iperf.$1.json"
+}
+log "iperf3, 1 stream"
+IPERF1=$(iperf 1)
+log "iperf3, $NSOCKS streams"
+IPERFN=$(iperf "$NSOCKS")
+
+CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$H0:1,$H1:1" --launch-agent "$AGENT")
+MPIRUN=(mpirun --allow-run-as-root -np 2 -H "$H0:1,$H1:1" --mca plm_rsh_agent "$AGENT"
+        --mca btl tcp,self --mca pml ob1 --mca oob_tcp_if_include "$SUBNET.0/24"
+        --mca btl_tcp_if_include "$SUBNET.0/24")
+SWEEPS=(
+  "small -b 8 -e 64K -f 4 -n 200 -w 20"
+  "large -b 256K -e 256M -f 4 -n 5 -w 1"
+)
+for sweep in "${SWEEPS[@]}"; do
+  read -r name flags <<< "$sweep"
+  for round in $(seq 1 "$ROUNDS"); do
+    log "$name round $round/$ROUNDS: chorus"
+    # shellcheck disable=SC2086
+    on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" $flags -c 0 \
+        --csv "$TMP/chorus.$name.$round.csv" > "$TMP/chorus.$name.$round.txt"
+    log "$name round $round/$ROUNDS: mpi"
+    # shellcheck disable=SC2086
+    on "$H0" "${MPIRUN[@]}" "$BUILD/perf/all_reduce_mpi_perf" $flags -c 0 \
+        --csv "$TMP/mpi.$name.$round.csv" > "$TMP/mpi.$name.$round.txt"
+  done
+done
+log "correctness: chorus -c 1 over the whole range"
+on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" -b 8 -e 256M -f 4 -n 1 -w 0 -c 1 \
+    > "$TMP/chorus.check.txt"
+WRONG=$(awk '!/^#/ && NF == 13 { w += $9 + $13 } END { print w + 0 }' "$TMP/chorus.check.txt")
+ELAPSED=$SECONDS
+
+cat <<EOF
+### Over TCP between two namespaced hosts
+
+- Two hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
+  private \`/dev/shm\`), one rank each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
+  Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
+- Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
+- Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS; best time per size over the rounds;
+  out-of-place; float32 sum).
+- Chorus: \`chorusrun -H h0:1,h1:1 --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
+- Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
+- FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
+- The link: iperf3 from host 0 to host 1, 5 s: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
+  with $NSOCKS. A 2-rank all-reduce of S bytes sends S bytes each way per rank, so the
+  link caps busbw (= algbw for 2 ranks) at about the iperf3 figure, if both directions run
+  at full speed at once.
+- Correctness: \`-c 1\` from 8 B to 256 MiB over the same link: #wrong total $WRONG.
+
+| size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |
+|---:|---:|---:|---:|---:|---:|
+EOF
+cat "$TMP"/chorus.*.*.csv | grep -v '^collective' | sed 's/^/c,/' > "$TMP/all.csv" || true
+cat "$TMP"/mpi.*.*.csv | grep -v '^collective' | sed 's/^/m,/' >> "$TMP/all.csv" || true
+awk -F, '
+  $10 != "out-of-place" { next }
+  {
+    key = $5 + 0; sizes[key] = 1; w = $1
+    if (!((w, key) in t) || $11 + 0 < t[w, key]) { t[w, key] = $11 + 0; bw[w, key] = $13 + 0 }
+  }
+  END {
+    n = 0; for (s in sizes) order[++n] = s + 0
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[j] < order[i]) { x = order[i]; order[i] = order[j]; order[j] = x }
+    for (i = 1; i <= n; i++) {
+      s = order[i]
+      if (s >= 1048576) h = sprintf("%g MiB", s / 1048576)
+      else if (s >= 1024) h = sprintf("%g KiB", s / 1024)
+      else h = s " B"
+      ct = (("c", s) in t) ? sprintf("%.2f", t["c", s]) : "-"
+      cb = (("c", s) in t) ? sprintf("%.2f", bw["c", s]) : "-"
+      mt = (("m", s) in t) ? sprintf("%.2f", t["m", s]) : "-"
+      mb = (("m", s) in t) ? sprintf("%.2f", bw["m", s]) : "-"
+      r = ((("c", s) in t) && (("m", s) in t) && t["c", s] > 0) ? sprintf("%.2fx", t["m", s] / t["c", s]) : "-"
+      printf "| %s | %s | %s | %s | %s | %s |\n", h, ct, cb, mt, mb, r
+    }
+  }' "$TMP/all.csv"
+echo
+log "done in $ELAPSED s"
+[ "$WRONG" = 0 ] || { log "the -c 1 run reported $WRONG wrong elements"; exit 1; }
