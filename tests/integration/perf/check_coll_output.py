@@ -3,7 +3,8 @@
 
 Usage: check_coll_output.py CHORUSRUN BINARY [--np N ...]
 
-The collective is read from the binary's name (all_gather_perf, ..., barrier_perf). Runs
+The collective is read from the binary's name (all_gather_perf, ..., barrier_perf; the
+Gloo twins <coll>_gloo_perf too, whose -d all has no bfloat16). Runs
 it under chorusrun on a small sweep with data checking on, for each np, with -r np-1 for
 the rooted collectives, and asserts the nccl-tests conventions: the header columns, 13
 fields per row, the size column (per-rank bytes: count * sizeof(type), times nranks for
@@ -110,6 +111,11 @@ def main():
         return 2
     chorusrun, perf = sys.argv[1], sys.argv[2]
     coll = os.path.basename(perf)[:-len("_perf")]
+    # Gloo twins (<coll>_gloo_perf) print the same table; Gloo has no bfloat16.
+    all_types = tuple(TYPE_SIZES)
+    if coll.endswith("_gloo"):
+        coll = coll[:-len("_gloo")]
+        all_types = tuple(t for t in TYPE_SIZES if t != "bfloat16")
     expect(coll in COLLS, "unknown collective binary %r" % perf)
     nps = [2, 3]
     if "--np" in sys.argv:
@@ -126,7 +132,7 @@ def main():
             every += ["-o", "all"]
         cases = [(args, sizes(8, 1 << 20, 32), ("float",))]
         if coll != "barrier":
-            cases.append((every + args[12:], sizes(8, 4096, 8), tuple(TYPE_SIZES)))
+            cases.append((every + args[12:], sizes(8, 4096, 8), all_types))
         for case_args, want_sizes, types in cases:
             label = "np %d, %s %s" % (np, coll, " ".join(case_args))
             try:
