@@ -5,7 +5,8 @@
 //   rank computes the same bits because the order is the same everywhere.
 // ring: reduce-scatter then all-gather around the ring, in pieces so the ranks pipeline;
 //   each element is reduced exactly once, by its owner, then copied around.
-// tree: reduce up a binary tree, broadcast back down, piece by piece (log n hops).
+// tree: double binary tree (topology-driven, comm->trees): half of the data reduced up and
+//   broadcast down each tree, piece by piece.
 #include <algorithm>
 #include <cstring>
 
@@ -91,46 +92,62 @@ chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& pl
   return chorusSuccess;
 }
 
+namespace {
+
+// One piece up one tree: ((pre(own) OP child0) OP child1) OP child2, the same association
+// on every run; the root applies post and keeps the result in `pout`.
+chorusResult_t treeUp(const TreeLinks& t, Prims& p, const char* pin, char* pout, size_t cnt) {
+  const int parent = t.parent, nc = t.nchildren;
+  const int* ch = t.children.data();
+  if (nc == 0) return p.send(parent, pin, cnt, true);
+  if (nc == 1) {
+    if (parent < 0) return p.recvReduceCopy(ch[0], pin, pout, cnt, true);
+    return p.recvReduceSend(ch[0], parent, pin, cnt);
+  }
+  // First partial into the output buffer (as scratch), then fold in the other children.
+  // The partial is already pre-multiplied, so no pre after the first step.
+  CHORUS_CHECK(p.recvReduceCopy(ch[0], pin, pout, cnt, false));
+  for (int i = 1; i < nc - 1; ++i) CHORUS_CHECK(p.recvReduceCopy(ch[i], pout, pout, cnt, false, false));
+  if (parent < 0) return p.recvReduceCopy(ch[nc - 1], pout, pout, cnt, true, false);
+  return p.recvReduceSend(ch[nc - 1], parent, pout, cnt, false);
+}
+
+// The root's result back down the same tree.
+chorusResult_t treeDown(const TreeLinks& t, Prims& p, char* pout, size_t cnt) {
+  if (t.parent < 0) return p.sendMany(t.children.data(), t.nchildren, pout, cnt);
+  if (t.nchildren > 0) return p.recvCopySendMany(t.parent, t.children.data(), t.nchildren, pout, cnt);
+  return p.recv(t.parent, pout, cnt);
+}
+
+}  // namespace
+
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  const int n = comm->nranks, rank = comm->rank;
-  const int parent = rank == 0 ? -1 : (rank - 1) / 2;
-  int children[2];
-  int nchild = 0;
-  for (int ch = 2 * rank + 1; ch <= 2 * rank + 2 && ch < n; ++ch) children[nchild++] = ch;
+  // Double binary tree (comm->trees): the first half of the elements goes up and down tree 0,
+  // the second half tree 1. A host that is an interior node of one tree is a leaf of the
+  // other, so both halves move at once without doubling any link's load. Every rank runs
+  // the same sequence of phases (piece k: up tree 0, up tree 1, down tree 0, down tree 1),
+  // so the FIFO between two ranks carries messages in the same order at both ends and no
+  // wait can form a cycle. Each element is reduced at its tree's root in a fixed order and
+  // broadcast, so all ranks get the same bits.
   const size_t elem = p.elemSize();
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
+  const size_t half = (a.count + 1) / 2;
+  const size_t first[2] = {0, half};
+  const size_t len[2] = {half, a.count - half};
 
-  for (size_t off = 0; off < a.count; off += pieceElems) {
-    const size_t cnt = std::min(pieceElems, a.count - off);
-    const char* pin = in + off * elem;
-    char* pout = out + off * elem;
-    // Up: ((pre(own) OP child0) OP child1), the same association on every run.
-    if (nchild == 0) {
-      CHORUS_CHECK(p.send(parent, pin, cnt, true));
-    } else if (nchild == 1) {
-      if (parent < 0)
-        CHORUS_CHECK(p.recvReduceCopy(children[0], pin, pout, cnt, true));
-      else
-        CHORUS_CHECK(p.recvReduceSend(children[0], parent, pin, cnt));
-    } else {
-      // First partial into the output buffer (as scratch), then combine the second child
-      // with it. The partial is already pre-multiplied, so no pre on the second step.
-      CHORUS_CHECK(p.recvReduceCopy(children[0], pin, pout, cnt, false));
-      if (parent < 0) {
-        CHORUS_CHECK(p.recvReduceCopy(children[1], pout, pout, cnt, true, false));
-      } else {
-        CHORUS_CHECK(p.recvReduceSend(children[1], parent, pout, cnt, false));
-      }
+  for (size_t k = 0; k < half; k += pieceElems) {
+    for (int t = 0; t < 2; ++t) {
+      if (k >= len[t]) continue;
+      const size_t off = first[t] + k, cnt = std::min(pieceElems, len[t] - k);
+      CHORUS_CHECK(treeUp(comm->trees[static_cast<size_t>(t)], p, in + off * elem,
+                          out + off * elem, cnt));
     }
-    // Down.
-    if (parent < 0) {
-      CHORUS_CHECK(p.sendMany(children, nchild, pout, cnt));
-    } else if (nchild > 0) {
-      CHORUS_CHECK(p.recvCopySendMany(parent, children, nchild, pout, cnt));
-    } else {
-      CHORUS_CHECK(p.recv(parent, pout, cnt));
+    for (int t = 0; t < 2; ++t) {
+      if (k >= len[t]) continue;
+      const size_t off = first[t] + k, cnt = std::min(pieceElems, len[t] - k);
+      CHORUS_CHECK(treeDown(comm->trees[static_cast<size_t>(t)], p, out + off * elem, cnt));
     }
   }
   return chorusSuccess;

@@ -17,6 +17,7 @@
 #include "core/checks.h"
 #include "core/debug.h"
 #include "core/params.h"
+#include "topology/topo.h"
 
 namespace chorus {
 namespace shm {
@@ -70,6 +71,9 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   close(fd);
   if (base == MAP_FAILED)
     CHORUS_FAIL(chorusSystemError, "mmap(%s, %zu) failed: %s", name, bytes, strerror(e));
+  // This segment is read by its owner (everything in it is written *to* this rank): put its
+  // pages on the owner's NUMA node before anything touches them (no-op on one-node hosts).
+  topo::bindToLocalNuma(base, bytes);
   own_ = {base, bytes};
   auto* hdr = static_cast<SegmentHeader*>(base);
   hdr->owner = ctx.rank;
