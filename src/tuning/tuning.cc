@@ -1,10 +1,28 @@
+// tuning.cc — the cost model and the per-communicator tables choosePlan reads.
+//
+// Time of one call = hops on the critical path x hop latency + bytes through the busiest
+// rank / bandwidth (+ the pipeline's fill: one piece per further hop). Latency and
+// bandwidth come per transport (shm, tcp) and protocol (LL: data and flag in one line;
+// Simple: slots), scaled when ranks outnumber cores. The formulas per algorithm are in
+// predictUs; docs/ARCHITECTURE.md ("Tuning") lists them with the constants.
 #include "tuning/tuning.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <sstream>
 #include <string>
 
 #include "comm/comm.h"
 #include "core/debug.h"
+#include "core/params.h"
 
 namespace chorus {
 
@@ -34,62 +52,566 @@ const char* algoName(Algo a) {
   return "?";
 }
 
+const char* protoName(Proto p) { return p == Proto::LL ? "LL" : "Simple"; }
+
 namespace {
 
-// "ring", "^ring", "" -> whether `name` is allowed by the override string.
-bool allowed(const std::string& spec, const char* name) {
-  if (spec.empty()) return true;
-  if (spec[0] == '^') return spec.compare(1, std::string::npos, name) != 0;
-  return spec == name;
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
-bool forced(const std::string& spec, const char* name) { return !spec.empty() && spec == name; }
+// "", "a,b", "^a,b" over `names` (lower case) -> bit mask of allowed entries.
+unsigned parseMask(const std::string& specIn, const char* const* names, int count,
+                   std::string* bad) {
+  const unsigned all = (1u << count) - 1;
+  std::string spec = lower(specIn);
+  spec.erase(std::remove_if(spec.begin(), spec.end(),
+                            [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+             spec.end());
+  if (spec.empty()) return all;
+  const bool exclude = spec[0] == '^';
+  if (exclude) spec.erase(0, 1);
+  unsigned named = 0;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    int found = -1;
+    for (int i = 0; i < count; ++i)
+      if (item == names[i]) found = i;
+    if (found < 0) {
+      if (bad) *bad += (bad->empty() ? "" : ",") + item;
+      continue;
+    }
+    named |= 1u << found;
+  }
+  if (exclude) return all & ~named;
+  return named ? named : all;  // nothing recognized: no restriction
+}
 
-// Smaller pieces pipeline better (the receiver starts sooner), larger ones pay the
-// per-slot synchronization less often. Aim for a few pieces per rank's share, never
-// below 16 KiB nor above the slot.
-size_t pieceFor(const chorusComm* comm, size_t bytes) {
-  size_t share = bytes / static_cast<size_t>(comm->nranks);
-  size_t piece = std::max<size_t>(share / 4, 16 << 10);
-  piece = std::min(piece, comm->tuning.slotBytes);
-  return piece & ~static_cast<size_t>(63);
+const char* const kAlgoNames[] = {"direct", "ring", "tree"};
+const char* const kProtoNames[] = {"ll", "simple"};
+const char* const kCollNames[] = {"all_reduce", "broadcast", "reduce", "all_gather",
+                                  "reduce_scatter", "scatter", "gather", "all_to_all",
+                                  "barrier", "send", "recv"};
+
+int indexOf(const std::string& s, const char* const* names, int count) {
+  const std::string l = lower(s);
+  for (int i = 0; i < count; ++i)
+    if (l == names[i]) return i;
+  return -1;
 }
 
 }  // namespace
 
-Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes) {
-  const CommTuning& t = comm->tuning;
-  Plan p{Algo::Ring, Proto::Simple, pieceFor(comm, bytes), bytes >= t.ntBytes};
-  const bool llOk = allowed(t.proto, "LL") && !forced(t.proto, "Simple");
-  const bool small = bytes <= t.llBytes && llOk;
+unsigned parseAlgoMask(const std::string& spec, std::string* bad) {
+  return parseMask(spec, kAlgoNames, kNumAlgos, bad);
+}
+
+unsigned parseProtoMask(const std::string& spec, std::string* bad) {
+  return parseMask(spec, kProtoNames, kNumProtos, bad);
+}
+
+// ---------------------------------------------------------------------------------------
+// Tuning file
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+struct NamedConst {
+  const char* name;
+  double ModelParams::*field;
+};
+const NamedConst kConsts[] = {
+    {"simple_step_us", &ModelParams::simpleStepUs}, {"ll_bw_factor", &ModelParams::llBwFactor},
+    {"ll_peer_us", &ModelParams::llPeerUs},         {"tree_bw_factor", &ModelParams::treeBwFactor},
+    {"os_lat_factor", &ModelParams::osLatFactor},   {"os_lat_us", &ModelParams::osLatUs},
+    {"os_bw_factor", &ModelParams::osBwFactor},
+};
+
+bool number(const std::string& s, double* v) {
+  if (s == "-") return true;  // keep
+  char* end = nullptr;
+  const double d = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !std::isfinite(d) || d < 0) return false;
+  *v = d;
+  return true;
+}
+
+}  // namespace
+
+bool parseTuningText(const std::string& text, ModelParams* out, std::string* err) {
+  ModelParams p = *out;
+  std::stringstream in(text);
+  std::string line;
+  int lineno = 0;
+  auto fail = [&](const std::string& why) {
+    if (err) *err = "line " + std::to_string(lineno) + ": " + why + " (\"" + line + "\")";
+    return false;
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    std::string body = line.substr(0, line.find('#'));
+    std::stringstream ls(body);
+    std::vector<std::string> w;
+    for (std::string x; ls >> x;) w.push_back(x);
+    if (w.empty()) continue;
+    const std::string key = lower(w[0]);
+    if (key == "shm" || key == "tcp") {
+      LinkCost& l = key == "shm" ? p.shm : p.tcp;
+      if (w.size() != 3 || !number(w[1], &l.latUs) || !number(w[2], &l.bwGBps) ||
+          l.bwGBps <= 0)
+        return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
+      continue;
+    }
+    if (key == "set") {
+      if (w.size() != 3) return fail("expected: set NAME VALUE");
+      bool ok = false;
+      for (const NamedConst& c : kConsts)
+        if (lower(w[1]) == c.name) ok = number(w[2], &(p.*(c.field)));
+      if (!ok) return fail("unknown constant or bad value");
+      continue;
+    }
+    const int coll = indexOf(w[0], kCollNames, kNumColls);
+    if (coll >= 0) {
+      if (w.size() < 4) return fail("expected: COLL ALGO PROTO LATENCY_US BANDWIDTH_GBPS | off");
+      const int algo = indexOf(w[1], kAlgoNames, kNumAlgos);
+      const int proto = indexOf(w[2], kProtoNames, kNumProtos);
+      if (algo < 0 || proto < 0) return fail("unknown algorithm or protocol");
+      ModelParams::Override o{coll, algo, proto, false, {0, 1}};
+      if (w.size() == 4 && lower(w[3]) == "off") {
+        o.off = true;
+      } else if (w.size() != 5 || w[3] == "-" || w[4] == "-" || !number(w[3], &o.cost.latUs) ||
+                 !number(w[4], &o.cost.bwGBps) || o.cost.bwGBps <= 0) {
+        return fail("expected: COLL ALGO PROTO LATENCY_US BANDWIDTH_GBPS | off");
+      }
+      p.overrides.push_back(o);
+      continue;
+    }
+    return fail("unknown keyword " + w[0]);
+  }
+  *out = p;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------------------
+
+size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
+  // Smaller pieces pipeline better (the receiver starts sooner), larger ones pay the
+  // per-slot synchronization less often. Aim for a few pieces per rank's share, never
+  // below 16 KiB nor above the slot.
+  const size_t share = bytes / static_cast<size_t>(std::max(1, s.nranks));
+  size_t piece = std::max<size_t>(share / 4, 16 << 10);
+  piece = std::min(piece, s.slotBytes);
+  piece &= ~static_cast<size_t>(63);
+  return std::max<size_t>(piece, 64);
+}
+
+bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes) {
   switch (coll) {
     case Coll::AllReduce:
-      if (forced(t.algo, "tree")) {
-        p.algo = Algo::Tree;
-      } else if (forced(t.algo, "ring")) {
-        p.algo = Algo::Ring;
-      } else if (small && allowed(t.algo, "direct")) {
-        p.algo = Algo::Direct;
-        p.proto = Proto::LL;
-      } else if (bytes <= t.treeBytes && allowed(t.algo, "tree")) {
-        p.algo = Algo::Tree;
-      } else if (!allowed(t.algo, "ring")) {
-        p.algo = Algo::Tree;
-      }
-      break;
+      return a != Algo::Direct || bytes <= s.llBytes;
     case Coll::Broadcast:
     case Coll::AllGather:
-      if (small && !forced(t.algo, "ring")) {
-        p.algo = Algo::Direct;
-        p.proto = Proto::LL;
+      return a == Algo::Ring || (a == Algo::Direct && bytes <= s.llBytes);
+    case Coll::Reduce:
+    case Coll::ReduceScatter:
+      return a == Algo::Ring;
+    default:
+      return a == Algo::Direct;
+  }
+}
+
+namespace {
+
+struct Hop {
+  double lat;  // µs
+  double bw;   // bytes per µs
+};
+
+const ModelParams::Override* findOverride(const ModelParams& p, Coll c, Algo a, Proto pr) {
+  for (const auto& o : p.overrides)
+    if (o.coll == static_cast<int>(c) && o.algo == static_cast<int>(a) &&
+        o.proto == static_cast<int>(pr))
+      return &o;
+  return nullptr;
+}
+
+// The cost of one hop for this algorithm on this communicator.
+Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
+  const Proto pr = protoOf(a);
+  const int n = std::max(1, s.nranks);
+  double lat, bw;
+  if (const ModelParams::Override* o = findOverride(p, c, a, pr)) {
+    lat = o->cost.latUs;
+    bw = o->cost.bwGBps;
+  } else {
+    if (s.allTcp) {
+      lat = p.tcp.latUs;
+    } else if (s.tcpHops) {
+      // A direct exchange waits for its slowest peer; a ring or a tree crosses each host
+      // boundary about once per lap.
+      const double f = a == Algo::Direct ? 1.0 : std::min(1.0, double(s.nhosts) / n);
+      lat = f * p.tcp.latUs + (1 - f) * p.shm.latUs;
+    } else {
+      lat = p.shm.latUs;
+    }
+    bw = s.tcpHops || s.allTcp ? std::min(p.tcp.bwGBps, p.shm.bwGBps) : p.shm.bwGBps;
+    if (pr == Proto::Simple) lat += p.simpleStepUs;
+    if (pr == Proto::LL) bw *= p.llBwFactor;
+  }
+  // Ranks sharing a core: each waits for the others to be scheduled, and gets a share of
+  // the core's copy rate.
+  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
+  if (perCore > 1) {
+    lat = lat * (1 + p.osLatFactor * (perCore - 1));
+    if (pr == Proto::Simple) bw = bw / (1 + p.osBwFactor * (perCore - 1));
+  }
+  return {lat, bw * 1e3};
+}
+
+}  // namespace
+
+double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, size_t bytes) {
+  if (!algoAvailable(s, coll, a, bytes)) return -1;
+  if (const ModelParams::Override* o = findOverride(p, coll, a, protoOf(a)))
+    if (o->off) return -1;
+  const int n = std::max(1, s.nranks);
+  if (n == 1) return 0;
+  const Hop h = hopCost(p, s, coll, a);
+  const double S = static_cast<double>(bytes);
+  const double piece = static_cast<double>(pieceBytesFor(s, bytes));
+  const double share = std::ceil(S / n);
+  // A direct exchange waits for every peer; when ranks share cores, for each to be
+  // scheduled as well.
+  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
+  const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1);
+  switch (coll) {
+    case Coll::AllReduce:
+      if (a == Algo::Direct) return directLat + (n - 1) * S / h.bw;
+      if (a == Algo::Ring) {
+        const int steps = 2 * (n - 1);
+        // Every rank works on its pieces at once: no pipeline fill to pay.
+        return steps * h.lat + 2.0 * (n - 1) / n * S / h.bw;
+      } else {
+        int depth = 0;
+        while ((2 << depth) <= n) ++depth;  // floor(log2 n)
+        const int k = std::min(2, n - 1) + 1;  // a node's children + its parent
+        return 2 * depth * h.lat +
+               (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
       }
-      break;
+    case Coll::Broadcast:
+    case Coll::Reduce:
+      if (a == Algo::Direct) return directLat + (n - 1) * S / h.bw;
+      return (n - 1) * h.lat + (S + (n - 2) * std::min(piece, S)) / h.bw;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      if (a == Algo::Direct) return directLat + 2.0 * (n - 1) / n * S / h.bw;
+      return (n - 1) * h.lat + ((n - 1.0) / n * S + (n - 2) * std::min(piece, share)) / h.bw;
+    case Coll::Barrier:
+      return 2 * directLat;
+    default:  // scatter, gather, all-to-all, send, recv: n-1 exchanges of a share
+      return (n - 1) * (h.lat + share / h.bw);
+  }
+}
+
+Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes,
+              unsigned algoMask, unsigned protoMask) {
+  // Try the user's restriction; if it leaves nothing runnable at this size (CHORUS_ALGO=direct
+  // for 256 MiB), keep only the protocol restriction, then nothing.
+  const unsigned masks[3][2] = {{algoMask, protoMask}, {~0u, protoMask}, {~0u, ~0u}};
+  for (const auto& m : masks) {
+    double best = std::numeric_limits<double>::infinity();
+    int pick = -1;
+    for (int i = 0; i < kNumAlgos; ++i) {
+      const Algo a = static_cast<Algo>(i);
+      if (!(m[0] & (1u << i)) || !(m[1] & (1u << static_cast<int>(protoOf(a))))) continue;
+      double t = predictUs(p, s, coll, a, bytes);
+      if (t < 0) continue;
+      // CHORUS_TREE_THRESHOLD (legacy): below it, tree beats ring whatever the model says.
+      if (coll == Coll::AllReduce && s.treeBytes && bytes <= s.treeBytes && a == Algo::Tree)
+        t = 0;
+      if (t < best) best = t, pick = i;
+    }
+    if (pick >= 0) return static_cast<Algo>(pick);
+  }
+  for (int i = 0; i < kNumAlgos; ++i)  // everything "off": whatever can run
+    if (algoAvailable(s, coll, static_cast<Algo>(i), bytes)) return static_cast<Algo>(i);
+  return Algo::Ring;
+}
+
+TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned algoMask,
+                         unsigned protoMask) {
+  TuningTables t;
+  for (int c = 0; c < kNumColls; ++c) {
+    const Coll coll = static_cast<Coll>(c);
+    auto best = [&](size_t b) { return bestAlgo(p, s, coll, b, algoMask, protoMask); };
+    std::vector<Segment>& v = t.segs[c];
+    // Scan sizes 1 B .. 2^44 B at 8 points per doubling; where the choice changes between
+    // two points, find the exact switch by bisection.
+    size_t prev = 0;  // the largest size known to pick `cur`
+    Algo cur = best(0);
+    for (int k = 0; k <= 44 * 8; ++k) {
+      const size_t b = static_cast<size_t>(std::llround(std::pow(2.0, k / 8.0)));
+      if (b <= prev) continue;
+      while (best(b) != cur) {
+        size_t lo = prev, hi = b;  // best(lo) == cur, best(hi) != cur
+        while (hi - lo > 1) {
+          const size_t mid = lo + (hi - lo) / 2;
+          (best(mid) == cur ? lo : hi) = mid;
+        }
+        v.push_back({lo, cur});
+        cur = best(hi);
+        prev = hi;
+      }
+      prev = b;
+    }
+    v.push_back({std::numeric_limits<size_t>::max(), cur});
+  }
+  return t;
+}
+
+namespace {
+
+std::string sizeText(size_t b) {
+  char buf[32];
+  if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+    std::snprintf(buf, sizeof buf, "%zuG", b >> 30);
+  else if (b >= (1u << 20) && b % (1u << 20) == 0)
+    std::snprintf(buf, sizeof buf, "%zuM", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0)
+    std::snprintf(buf, sizeof buf, "%zuK", b >> 10);
+  else
+    std::snprintf(buf, sizeof buf, "%zu", b);
+  return buf;
+}
+
+}  // namespace
+
+std::string formatPredictions(const ModelParams& p, const ModelShape& s, unsigned algoMask,
+                              unsigned protoMask) {
+  static const size_t kSizes[] = {8, 256, 4 << 10, 16 << 10, 64 << 10, 256 << 10,
+                                  1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
+  static const Coll kColls[] = {Coll::AllReduce, Coll::Broadcast, Coll::AllGather, Coll::Reduce,
+                                Coll::ReduceScatter};
+  const TuningTables t = buildTables(p, s, algoMask, protoMask);
+  std::string out;
+  char buf[64];
+  out += "predicted us      ";
+  for (size_t b : kSizes) std::snprintf(buf, sizeof buf, " %9s", sizeText(b).c_str()), out += buf;
+  out += "\n";
+  for (Coll c : kColls) {
+    for (int i = 0; i < kNumAlgos; ++i) {
+      const Algo a = static_cast<Algo>(i);
+      bool any = false;
+      std::string row;
+      std::snprintf(buf, sizeof buf, "%-14s %-6s", collName(c), algoName(a));
+      row += buf;
+      for (size_t b : kSizes) {
+        const double us = predictUs(p, s, c, a, b);
+        if (us >= 0) any = true;
+        if (us < 0)
+          std::snprintf(buf, sizeof buf, " %9s", "-");
+        else
+          std::snprintf(buf, sizeof buf, " %9.*f", us < 100 ? 2 : 0, us);
+        row += buf;
+      }
+      if (any) out += row + "\n";
+    }
+    std::string seg;
+    const std::vector<Segment>& v = t.segs[static_cast<int>(c)];
+    for (size_t k = 0; k < v.size(); ++k) {
+      seg += algoName(v[k].algo);
+      if (k + 1 < v.size()) seg += " <=" + sizeText(v[k].upTo) + " < ";
+    }
+    out += std::string(collName(c)) + " choice: " + seg + "\n";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Per communicator
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+struct Entry {
+  ModelShape shape;
+  std::string algo, proto;
+  TuningTables tables;
+  std::atomic<uint64_t> logged[kNumColls];  // size buckets (log2) already reported at INFO
+};
+
+const ModelParams& modelParams() {
+  static const ModelParams* params = [] {
+    auto* p = new ModelParams();
+    const std::string& path = paramString(Param::TuningFile);
+    if (!path.empty()) {
+      std::ifstream f(path);
+      std::stringstream ss;
+      ss << f.rdbuf();
+      std::string err;
+      if (!f)
+        CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s cannot be read; using the defaults",
+                    path.c_str());
+      else if (!parseTuningText(ss.str(), p, &err))
+        CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s: %s; using the defaults", path.c_str(),
+                    err.c_str());
+      else
+        CHORUS_INFO(kLogTuning, "tuning constants from %s", path.c_str());
+    }
+    return p;
+  }();
+  return *params;
+}
+
+ModelShape shapeOf(const chorusComm* comm) {
+  ModelShape s;
+  const int n = comm->nranks;
+  s.nranks = n;
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& pi : comm->peers) hosts.push_back(pi.hostHash);
+  std::sort(hosts.begin(), hosts.end());
+  s.nhosts = 0;
+  s.maxLocalRanks = 0;
+  for (size_t i = 0; i < hosts.size();) {
+    size_t j = i;
+    while (j < hosts.size() && hosts[j] == hosts[i]) ++j;
+    ++s.nhosts;
+    s.maxLocalRanks = std::max(s.maxLocalRanks, static_cast<int>(j - i));
+    i = j;
+  }
+  if (s.nhosts == 0) s.nhosts = 1, s.maxLocalRanks = n;
+  // The fewest cores any rank has: every rank must compute the same shape, so the same plan.
+  s.ncpus = comm->ncpus;
+  for (const PeerInfo& p : comm->peers) s.ncpus = std::min(s.ncpus, p.ncpus);
+  s.ncpus = std::max(1, s.ncpus);
+  bool shm = false, other = false;
+  for (const auto& t : comm->transports) {
+    if (std::strcmp(t->name(), "shm") == 0)
+      shm = true;
+    else
+      other = true;
+  }
+  if (!shm && !other) {  // not connected (yet): infer
+    other = s.nhosts > 1 || paramInt(Param::ShmDisable) != 0;
+    shm = paramInt(Param::ShmDisable) == 0 && s.maxLocalRanks > 1;
+  }
+  s.tcpHops = other;
+  s.allTcp = other && !shm;
+  s.llBytes = comm->tuning.llBytes;
+  s.slotBytes = comm->tuning.slotBytes ? comm->tuning.slotBytes : s.slotBytes;
+  s.treeBytes = comm->tuning.treeBytes;
+  return s;
+}
+
+std::mutex gMutex;
+std::vector<std::unique_ptr<Entry>>& entries() {
+  static auto* v = new std::vector<std::unique_ptr<Entry>>();
+  return *v;
+}
+
+bool sameShape(const ModelShape& a, const ModelShape& b) {
+  return a.nranks == b.nranks && a.nhosts == b.nhosts && a.maxLocalRanks == b.maxLocalRanks &&
+         a.ncpus == b.ncpus && a.tcpHops == b.tcpHops && a.allTcp == b.allTcp &&
+         a.llBytes == b.llBytes && a.slotBytes == b.slotBytes && a.treeBytes == b.treeBytes;
+}
+
+const Entry* entryFor(const chorusComm* comm, bool announce) {
+  const ModelShape s = shapeOf(comm);
+  std::lock_guard<std::mutex> lock(gMutex);
+  for (const auto& e : entries())
+    if (sameShape(e->shape, s) && e->algo == comm->tuning.algo && e->proto == comm->tuning.proto)
+      return e.get();
+  const ModelParams& p = modelParams();
+  std::string badA, badP;
+  const unsigned am = parseAlgoMask(comm->tuning.algo, &badA);
+  const unsigned pm = parseProtoMask(comm->tuning.proto, &badP);
+  if (!badA.empty())
+    CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)",
+                comm->tuning.algo.c_str(), badA.c_str());
+  if (!badP.empty())
+    CHORUS_WARN(kLogTuning, "CHORUS_PROTO=%s: unknown %s ignored (LL, Simple)",
+                comm->tuning.proto.c_str(), badP.c_str());
+  auto e = std::make_unique<Entry>();
+  e->shape = s;
+  e->algo = comm->tuning.algo;
+  e->proto = comm->tuning.proto;
+  e->tables = buildTables(p, s, am, pm);
+  for (auto& l : e->logged) l.store(0, std::memory_order_relaxed);
+  if (announce && logEnabled(LogLevel::Info, kLogTuning)) {
+    CHORUS_INFO(kLogTuning,
+                "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %s; shm %.2f us "
+                "%.2f GB/s, tcp %.2f us %.2f GB/s; CHORUS_ALGO=%s CHORUS_PROTO=%s",
+                s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus,
+                s.allTcp ? "all hops tcp" : s.tcpHops ? "shm + tcp hops" : "shm only",
+                p.shm.latUs, p.shm.bwGBps, p.tcp.latUs, p.tcp.bwGBps, e->algo.c_str(),
+                e->proto.c_str());
+    std::stringstream ss(formatPredictions(p, s, am, pm));
+    for (std::string line; std::getline(ss, line);) CHORUS_INFO(kLogTuning, "%s", line.c_str());
+  }
+  entries().push_back(std::move(e));
+  return entries().back().get();
+}
+
+struct CacheSlot {
+  const chorusComm* comm = nullptr;
+  uint64_t hash = 0;
+  int nranks = 0;
+  const Entry* entry = nullptr;
+};
+thread_local CacheSlot tlCache[4];
+thread_local unsigned tlNext = 0;
+
+const Entry* lookup(const chorusComm* comm) {
+  for (const CacheSlot& c : tlCache)
+    if (c.comm == comm && c.hash == comm->commHash && c.nranks == comm->nranks) return c.entry;
+  // First call of this thread on this communicator: the table of its shape (built once per
+  // shape and process; printed once, by the first communicator's rank 0 of that shape).
+  const Entry* e = entryFor(comm, comm->rank == 0);
+  tlCache[tlNext++ % 4] = CacheSlot{comm, comm->commHash, comm->nranks, e};
+  return e;
+}
+
+}  // namespace
+
+void tuningInit(const chorusComm* comm) {
+  if (comm && comm->nranks > 1) (void)lookup(comm);
+}
+
+Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes) {
+  const CommTuning& t = comm->tuning;
+  ModelShape ps;
+  ps.nranks = comm->nranks;
+  ps.slotBytes = t.slotBytes;
+  Plan p{Algo::Ring, Proto::Simple, pieceBytesFor(ps, bytes), bytes >= t.ntBytes};
+  if (comm->nranks > 1) {
+    const Entry* e = lookup(comm);
+    p.algo = e->tables.pick(coll, bytes);
+    p.proto = protoOf(p.algo);
+    if (logEnabled(LogLevel::Info, kLogTuning)) {
+      int bucket = 0;
+      while (bucket < 63 && (size_t{2} << bucket) <= bytes) ++bucket;
+      const uint64_t bit = uint64_t{1} << bucket;
+      auto& logged = const_cast<Entry*>(e)->logged[static_cast<int>(coll)];
+      if (!(logged.load(std::memory_order_relaxed) & bit) &&
+          !(logged.fetch_or(bit, std::memory_order_relaxed) & bit))
+        CHORUS_INFO(kLogTuning, "%s of %zu B (and up to %zu B) on %d ranks: %s/%s",
+                    collName(coll), bytes, (size_t{2} << bucket) - 1, comm->nranks,
+                    algoName(p.algo), protoName(p.proto));
+    }
+  }
+  switch (coll) {
     case Coll::Scatter:
     case Coll::Gather:
     case Coll::AllToAll:
     case Coll::Send:
     case Coll::Recv:
       p.algo = Algo::Direct;
+      p.proto = Proto::Simple;
       p.pieceBytes = t.slotBytes;
       break;
     default:
@@ -97,8 +619,8 @@ Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes) {
   }
   if (p.pieceBytes < 64) p.pieceBytes = 64;
   CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s/%s, pieces of %zu B%s", collName(coll), bytes,
-               comm->nranks, algoName(p.algo), p.proto == Proto::LL ? "LL" : "Simple",
-               p.pieceBytes, p.streaming ? ", streaming stores" : "");
+               comm->nranks, algoName(p.algo), protoName(p.proto), p.pieceBytes,
+               p.streaming ? ", streaming stores" : "");
   return p;
 }
 

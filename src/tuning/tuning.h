@@ -1,11 +1,18 @@
 // tuning.h — picks the algorithm, protocol and piece size for one call.
 //
-// Today a threshold model over message size, tuned by measurement on one host (see
-// docs/PERF.md); CHORUS_ALGO / CHORUS_PROTO override it. The cost model of later work
-// replaces choosePlan's body, not its callers.
+// A cost model (latency + bytes / bandwidth per hop, per transport and protocol; see
+// docs/ARCHITECTURE.md "Tuning") predicts the time of every algorithm a collective has, for
+// the communicator's shape (ranks, hosts, ranks per host, cores, whether TCP carries any
+// hop). For each communicator shape the model is evaluated once and reduced to a few size
+// thresholds per collective, so choosePlan itself is a handful of compares.
+// CHORUS_ALGO / CHORUS_PROTO restrict the choice (a list, or ^list to exclude), and
+// CHORUS_TUNING_FILE replaces the model's constants.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 #include "chorus.h"
 
@@ -26,11 +33,15 @@ enum class Coll : int {
   Send,
   Recv,
 };
+constexpr int kNumColls = 11;
 const char* collName(Coll c);
 
 enum class Algo : int { Direct, Ring, Tree };
 enum class Proto : int { LL, Simple };
+constexpr int kNumAlgos = 3;
+constexpr int kNumProtos = 2;
 const char* algoName(Algo a);
+const char* protoName(Proto p);
 
 struct Plan {
   Algo algo;
@@ -41,5 +52,103 @@ struct Plan {
 
 /// `bytes` is the size of the whole result buffer of the call.
 Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes);
+
+/// Optional: builds (and logs, at INFO on rank 0) the communicator's tables now instead of
+/// at its first collective. Safe to call any number of times.
+void tuningInit(const chorusComm* comm);
+
+// ---------------------------------------------------------------------------------------
+// The model, as pure functions (unit-tested without processes).
+// ---------------------------------------------------------------------------------------
+
+/// Cost of one hop on a transport: a fixed latency plus bytes / bandwidth.
+struct LinkCost {
+  double latUs;
+  double bwGBps;  // GB/s = 1e3 bytes per microsecond
+};
+
+/// Every constant of the model. Defaults are measured on the 2-core development machine
+/// (docs/PERF.md "Tuning: auto vs forced"); CHORUS_TUNING_FILE may replace any of them.
+struct ModelParams {
+  LinkCost shm{0.38, 6.5};  // LL hop latency; per-rank copy rate of a slot pipeline
+  LinkCost tcp{45.0, 1.0};  // one message over a socket; per-rank stream rate
+  double simpleStepUs = 1.0;    // extra per step of the slot (Simple) protocol over LL
+  double llBwFactor = 0.71;     // LL moves 8 data bytes per 16-byte item, but skips a copy
+  double llPeerUs = 0.15;       // each further peer of a direct exchange
+  double treeBwFactor = 0.6;    // tree bytes per rank: (children + 1) * S * this
+  double osLatFactor = 0.0;     // hop latency x (1 + this * (ranks per core - 1))
+  double osLatUs = 1.0;         // direct: + this per peer per extra rank per core
+  double osBwFactor = 1.0;      // Simple bandwidth / (1 + this * (ranks per core - 1))
+  /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
+  struct Override {
+    int coll;
+    int algo;
+    int proto;
+    bool off;
+    LinkCost cost;
+  };
+  std::vector<Override> overrides;
+};
+
+/// What the model needs to know about a communicator; identical on every rank (so every
+/// rank picks the same algorithm).
+struct ModelShape {
+  int nranks = 1;
+  int nhosts = 1;
+  int maxLocalRanks = 1;  // most ranks on one host
+  int ncpus = 1;          // usable cores per host (assumed equal on every host)
+  bool tcpHops = false;   // some ring neighbours talk over TCP
+  bool allTcp = false;    // every hop is TCP (CHORUS_SHM_DISABLE=1, or one rank per host)
+  size_t llBytes = 16 << 10;
+  size_t slotBytes = 512 << 10;
+  size_t treeBytes = 0;   // CHORUS_TREE_THRESHOLD: all-reduce prefers tree up to it
+};
+
+/// Bit i set = Algo i (or Proto i) allowed. Parses "", "ring", "ring,tree", "^tree",
+/// "^tree,direct" (case-insensitive); unknown names are reported in *bad (if given) and
+/// ignored. "" allows everything.
+unsigned parseAlgoMask(const std::string& spec, std::string* bad = nullptr);
+unsigned parseProtoMask(const std::string& spec, std::string* bad = nullptr);
+
+/// Reads a tuning file (see docs/ENV.md, CHORUS_TUNING_FILE) into p. False with *err set
+/// on the first malformed line (p is then left as it was).
+bool parseTuningText(const std::string& text, ModelParams* p, std::string* err);
+
+/// Piece size the algorithms use for `bytes` (shared by the model and choosePlan).
+size_t pieceBytesFor(const ModelShape& s, size_t bytes);
+
+/// Whether the code can run this (collective, algorithm) at this size at all.
+bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes);
+/// The protocol an algorithm runs with.
+inline Proto protoOf(Algo a) { return a == Algo::Direct ? Proto::LL : Proto::Simple; }
+
+/// Predicted microseconds for one call; a negative value means "cannot run".
+double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, size_t bytes);
+
+/// Per collective, sorted segments: sizes up to `upTo` use `algo`.
+struct Segment {
+  size_t upTo;
+  Algo algo;
+};
+struct TuningTables {
+  std::vector<Segment> segs[kNumColls];
+  Algo pick(Coll coll, size_t bytes) const {
+    const std::vector<Segment>& v = segs[static_cast<int>(coll)];
+    for (const Segment& g : v)
+      if (bytes <= g.upTo) return g.algo;
+    return v.empty() ? Algo::Ring : v.back().algo;
+  }
+};
+
+/// The best allowed algorithm by the model (a restriction that leaves nothing runnable for
+/// a size is ignored for that size).
+Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes,
+              unsigned algoMask, unsigned protoMask);
+/// The thresholds: exact switch points of bestAlgo over all sizes.
+TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned algoMask,
+                         unsigned protoMask);
+/// Human-readable table of predicted times (µs) for a set of sizes, one line per row.
+std::string formatPredictions(const ModelParams& p, const ModelShape& s, unsigned algoMask,
+                              unsigned protoMask);
 
 }  // namespace chorus

@@ -1,0 +1,262 @@
+// The cost model as pure functions (no processes): which algorithm it picks for a
+// communicator shape, how CHORUS_ALGO / CHORUS_PROTO restrict it, the tuning file, and that
+// the precomputed thresholds agree with the model everywhere.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+
+#include "comm/comm.h"
+#include "tuning/tuning.h"
+
+namespace {
+
+using chorus::Algo;
+using chorus::Coll;
+using chorus::ModelParams;
+using chorus::ModelShape;
+
+constexpr unsigned kAll = 7;
+constexpr unsigned D = 1u << static_cast<int>(Algo::Direct);
+constexpr unsigned R = 1u << static_cast<int>(Algo::Ring);
+constexpr unsigned T = 1u << static_cast<int>(Algo::Tree);
+constexpr unsigned LL = 1u << static_cast<int>(chorus::Proto::LL);
+constexpr unsigned SIMPLE = 1u << static_cast<int>(chorus::Proto::Simple);
+
+ModelShape shmShape(int n, int ncpus = 2) {
+  ModelShape s;
+  s.nranks = n;
+  s.nhosts = 1;
+  s.maxLocalRanks = n;
+  s.ncpus = ncpus;
+  return s;
+}
+
+ModelShape tcpHosts(int hosts, int perHost) {
+  ModelShape s;
+  s.nranks = hosts * perHost;
+  s.nhosts = hosts;
+  s.maxLocalRanks = perHost;
+  s.ncpus = 2;
+  s.tcpHops = true;
+  s.allTcp = perHost == 1;
+  return s;
+}
+
+Algo best(const ModelShape& s, size_t bytes, unsigned am = kAll, unsigned pm = 3,
+          Coll c = Coll::AllReduce) {
+  return chorus::bestAlgo(ModelParams{}, s, c, bytes, am, pm);
+}
+
+TEST(TuningParse, AlgoSpec) {
+  EXPECT_EQ(chorus::parseAlgoMask(""), kAll);
+  EXPECT_EQ(chorus::parseAlgoMask("ring"), R);
+  EXPECT_EQ(chorus::parseAlgoMask("TREE"), T);
+  EXPECT_EQ(chorus::parseAlgoMask("direct"), D);
+  EXPECT_EQ(chorus::parseAlgoMask("ring,tree"), R | T);
+  EXPECT_EQ(chorus::parseAlgoMask(" ring , direct "), R | D);
+  EXPECT_EQ(chorus::parseAlgoMask("^tree"), D | R);
+  EXPECT_EQ(chorus::parseAlgoMask("^tree,direct"), R);
+  EXPECT_EQ(chorus::parseAlgoMask("^Ring"), D | T);
+  std::string bad;
+  EXPECT_EQ(chorus::parseAlgoMask("bogus", &bad), kAll);  // nothing known: no restriction
+  EXPECT_EQ(bad, "bogus");
+  bad.clear();
+  EXPECT_EQ(chorus::parseAlgoMask("ring,nvls", &bad), R);
+  EXPECT_EQ(bad, "nvls");
+}
+
+TEST(TuningParse, ProtoSpec) {
+  EXPECT_EQ(chorus::parseProtoMask(""), LL | SIMPLE);
+  EXPECT_EQ(chorus::parseProtoMask("LL"), LL);
+  EXPECT_EQ(chorus::parseProtoMask("Simple"), SIMPLE);
+  EXPECT_EQ(chorus::parseProtoMask("^LL"), SIMPLE);
+  EXPECT_EQ(chorus::parseProtoMask("^simple"), LL);
+}
+
+TEST(TuningModel, ShmPicksDirectForTinyAndRingForLarge) {
+  // np 2 and 4 on 2 cores (measured), 3 and 8 with a core each.
+  for (auto nc : {std::pair<int, int>{2, 2}, {4, 2}, {3, 4}, {8, 8}}) {
+    const int n = nc.first;
+    const ModelShape s = shmShape(n, nc.second);
+    EXPECT_EQ(best(s, 8), Algo::Direct) << n;
+    EXPECT_EQ(best(s, 1024), Algo::Direct) << n;
+    EXPECT_EQ(best(s, 64 << 20), Algo::Ring) << n;
+    EXPECT_EQ(best(s, 256 << 20), Algo::Ring) << n;
+    // Never direct beyond what the LL path carries.
+    EXPECT_NE(best(s, s.llBytes + 1), Algo::Direct) << n;
+  }
+}
+
+TEST(TuningModel, TcpPicksDirectForTinyAndRingForLarge) {
+  for (int hosts : {2, 4}) {
+    for (int per : {1, 2}) {
+      const ModelShape s = tcpHosts(hosts, per);
+      EXPECT_EQ(best(s, 8), Algo::Direct) << hosts << "x" << per;
+      EXPECT_EQ(best(s, 256 << 20), Algo::Ring) << hosts << "x" << per;
+    }
+  }
+}
+
+TEST(TuningModel, TcpCostsMoreThanShm) {
+  const ModelParams p;
+  for (size_t b : {size_t{8}, size_t{1} << 20, size_t{64} << 20})
+    for (Algo a : {Algo::Direct, Algo::Ring, Algo::Tree}) {
+      const double shm = chorus::predictUs(p, shmShape(2), Coll::AllReduce, a, b);
+      const double tcp = chorus::predictUs(p, tcpHosts(2, 1), Coll::AllReduce, a, b);
+      if (shm < 0) continue;
+      EXPECT_GT(tcp, shm) << chorus::algoName(a) << " " << b;
+    }
+}
+
+TEST(TuningModel, TimesGrowWithSize) {
+  const ModelParams p;
+  for (const ModelShape& s : {shmShape(2), shmShape(4), tcpHosts(2, 1), tcpHosts(2, 2)})
+    for (Algo a : {Algo::Direct, Algo::Ring, Algo::Tree}) {
+      double last = 0;
+      for (size_t b = 8; b <= (size_t{1} << 30); b *= 2) {
+        const double t = chorus::predictUs(p, s, Coll::AllReduce, a, b);
+        if (t < 0) break;
+        EXPECT_GE(t, last) << chorus::algoName(a) << " " << b;
+        last = t;
+      }
+    }
+}
+
+TEST(TuningModel, AlgoRestriction) {
+  const ModelShape s = shmShape(4);
+  EXPECT_EQ(best(s, 8, R), Algo::Ring);
+  EXPECT_EQ(best(s, 8, T), Algo::Tree);
+  EXPECT_EQ(best(s, 256 << 20, T), Algo::Tree);
+  EXPECT_EQ(best(s, 8, D | R), Algo::Direct);
+  EXPECT_EQ(best(s, 256 << 20, kAll & ~R), Algo::Tree);  // ^ring
+  EXPECT_NE(best(s, 8, kAll & ~D), Algo::Direct);        // ^direct
+  // direct cannot run 256 MiB: the model's best of the rest, not a failure.
+  EXPECT_EQ(best(s, 256 << 20, D), Algo::Ring);
+  // broadcast has no tree: a tree-only restriction falls back to the model.
+  EXPECT_EQ(best(s, 8, T, 3, Coll::Broadcast), Algo::Direct);
+  EXPECT_EQ(best(s, 64 << 20, T, 3, Coll::Broadcast), Algo::Ring);
+  // Collectives with a single algorithm keep it.
+  EXPECT_EQ(best(s, 8, T, 3, Coll::ReduceScatter), Algo::Ring);
+  EXPECT_EQ(best(s, 8, R, 3, Coll::AllToAll), Algo::Direct);
+}
+
+TEST(TuningModel, ProtoRestriction) {
+  const ModelShape s = shmShape(2);
+  EXPECT_NE(best(s, 8, kAll, SIMPLE), Algo::Direct);
+  EXPECT_EQ(best(s, 8, kAll, LL), Algo::Direct);
+  EXPECT_NE(best(s, 64 << 20, kAll, LL), Algo::Direct);  // LL cannot carry it
+}
+
+TEST(TuningModel, LegacyTreeThreshold) {
+  ModelShape s = shmShape(4);
+  s.treeBytes = 1 << 20;
+  EXPECT_EQ(best(s, 512 << 10), Algo::Tree);
+  EXPECT_EQ(best(s, 256 << 20), Algo::Ring);
+}
+
+TEST(TuningTables, AgreeWithTheModelEverywhere) {
+  const ModelParams p;
+  std::mt19937_64 rng(42);
+  for (const ModelShape& s : {shmShape(2), shmShape(4), shmShape(8), tcpHosts(2, 1),
+                              tcpHosts(2, 2), tcpHosts(3, 3)}) {
+    for (unsigned am : {kAll, R | T, kAll & ~T, D}) {
+      const chorus::TuningTables t = chorus::buildTables(p, s, am, 3);
+      for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::AllGather, Coll::Reduce}) {
+        const auto& segs = t.segs[static_cast<int>(c)];
+        ASSERT_FALSE(segs.empty());
+        for (size_t k = 1; k < segs.size(); ++k) {
+          EXPECT_LT(segs[k - 1].upTo, segs[k].upTo);
+          EXPECT_NE(segs[k - 1].algo, segs[k].algo);
+          // Exact switch points.
+          EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo, am, 3), segs[k - 1].algo);
+          EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo + 1, am, 3), segs[k].algo);
+        }
+        for (int i = 0; i < 2000; ++i) {
+          const size_t b = rng() >> (20 + rng() % 40);
+          EXPECT_EQ(t.pick(c, b), chorus::bestAlgo(p, s, c, b, am, 3)) << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(TuningFile, Parses) {
+  ModelParams p;
+  std::string err;
+  ASSERT_TRUE(chorus::parseTuningText(
+      "# measured\n"
+      "shm 0.5 9.0\n"
+      "tcp 30 -   # keep the bandwidth\n"
+      "set simple_step_us 2.5\n"
+      "all_reduce tree simple 3 4\n"
+      "all_reduce direct LL off\n",
+      &p, &err))
+      << err;
+  EXPECT_DOUBLE_EQ(p.shm.latUs, 0.5);
+  EXPECT_DOUBLE_EQ(p.shm.bwGBps, 9.0);
+  EXPECT_DOUBLE_EQ(p.tcp.latUs, 30);
+  EXPECT_DOUBLE_EQ(p.tcp.bwGBps, ModelParams{}.tcp.bwGBps);
+  EXPECT_DOUBLE_EQ(p.simpleStepUs, 2.5);
+  ASSERT_EQ(p.overrides.size(), 2u);
+  // "off" rules direct out; the override sets tree's hop cost.
+  EXPECT_LT(chorus::predictUs(p, shmShape(2), Coll::AllReduce, Algo::Direct, 8), 0);
+  EXPECT_NE(chorus::bestAlgo(p, shmShape(2), Coll::AllReduce, 8, kAll, 3), Algo::Direct);
+  const double tree = chorus::predictUs(p, shmShape(2), Coll::AllReduce, Algo::Tree, 1000);
+  EXPECT_NEAR(tree, 2 * 3 + (2 * ModelParams{}.treeBwFactor * 1000 + 1000) / 4e3, 1e-9);
+}
+
+TEST(TuningFile, RejectsMalformedLinesAndKeepsTheParams) {
+  for (const char* text : {"shm 1\n", "udp 1 2\n", "shm x 2\n", "shm 1 0\n", "set nope 1\n",
+                           "all_reduce ring LL\n", "all_reduce mesh simple 1 2\n",
+                           "shm 1 -2\n"}) {
+    ModelParams p;
+    std::string err;
+    EXPECT_FALSE(chorus::parseTuningText(text, &p, &err)) << text;
+    EXPECT_NE(err.find("line 1"), std::string::npos) << err;
+    EXPECT_DOUBLE_EQ(p.shm.latUs, ModelParams{}.shm.latUs);
+  }
+}
+
+TEST(TuningFormat, PrintsEveryCollectiveAndTheChoice) {
+  const std::string s = chorus::formatPredictions(ModelParams{}, shmShape(4), kAll, 3);
+  for (const char* want : {"all_reduce     direct", "all_reduce     ring", "all_reduce     tree",
+                           "broadcast", "all_gather", "all_reduce choice: direct <=", "256M"})
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+}
+
+// choosePlan on a communicator that was never connected (no processes): the shape comes
+// from the peer table, the restriction from comm->tuning.
+TEST(ChoosePlan, FakeComm) {
+  auto plan = [](int n, const char* algo, const char* proto, size_t bytes) {
+    chorusComm comm;
+    comm.rank = 0;
+    comm.nranks = n;
+    comm.ncpus = 2;
+    // The plan cache is per (comm pointer, hash): give each variant its own hash.
+    comm.commHash = std::hash<std::string>()(std::string(algo) + "/" + proto) + static_cast<uint64_t>(n);
+    comm.peers.assign(static_cast<size_t>(n), chorus::PeerInfo{7, 0, 0, -1, 0});
+    comm.tuning.slotBytes = 512 << 10;
+    comm.tuning.fifoDepth = 8;
+    comm.tuning.llBytes = 16 << 10;
+    comm.tuning.treeBytes = 0;
+    comm.tuning.ntBytes = 8 << 20;
+    comm.tuning.algo = algo;
+    comm.tuning.proto = proto;
+    return chorus::choosePlan(&comm, Coll::AllReduce, bytes);
+  };
+  EXPECT_EQ(plan(2, "", "", 8).algo, Algo::Direct);
+  EXPECT_EQ(plan(2, "", "", 8).proto, chorus::Proto::LL);
+  EXPECT_EQ(plan(2, "", "", 256 << 20).algo, Algo::Ring);
+  EXPECT_EQ(plan(2, "", "", 256 << 20).proto, chorus::Proto::Simple);
+  EXPECT_TRUE(plan(2, "", "", 256 << 20).streaming);
+  EXPECT_EQ(plan(2, "", "", 256 << 20).pieceBytes, size_t{512} << 10);
+  EXPECT_EQ(plan(4, "tree", "", 8).algo, Algo::Tree);
+  EXPECT_EQ(plan(4, "^direct", "", 8).algo == Algo::Direct, false);
+  EXPECT_EQ(plan(4, "direct", "", 256 << 20).algo, Algo::Ring);
+  EXPECT_EQ(plan(4, "", "simple", 8).proto, chorus::Proto::Simple);
+}
+
+}  // namespace
