@@ -22,6 +22,8 @@ struct CollArgs {
   chorusDataType_t type;
   kernels::ReduceSpec spec;
   int root;  // root, or peer for send/recv
+  int op = -1;        // the chorusRedOp_t as passed, for reducing collectives (else -1)
+  uint64_t frId = 0;  // this call's flight-recorder entry (0: none)
 };
 
 /// Runs one collective on the calling thread (the caller holds comm->execMutex).
@@ -30,6 +32,15 @@ chorusResult_t runCollective(chorusComm* comm, const CollArgs& args);
 /// Runs a batch of sends and receives concurrently (group semantics: no deadlock whatever
 /// the order of the calls).
 chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops);
+
+/// After an operation failed with `r`: on a timeout or a peer failure, writes the flight
+/// recorder (CHORUS_FLIGHT_RECORDER_DIR) so every stuck rank leaves its story behind.
+void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uint64_t seq);
+
+/// CHORUS_CHECK_MODE: exchanges a signature of the call (collective, count, type, op, root,
+/// sequence number) with every rank before it runs; chorusInvalidUsage on every rank, with
+/// both calls named, when they differ (src/algorithms/check.cc).
+chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t seq);
 
 // The algorithms, one per file.
 class Prims;

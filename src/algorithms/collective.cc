@@ -1,4 +1,5 @@
 // collective.cc — from a resolved call to the algorithm that runs it.
+#include <cstdio>
 #include <cstring>
 
 #include "algorithms/algorithms.h"
@@ -50,13 +51,15 @@ size_t resultBytes(const chorusComm* comm, const CollArgs& a) {
 
 }  // namespace
 
-chorusResult_t runCollective(chorusComm* comm, const CollArgs& a) {
-  const uint64_t seq = ++comm->opCount;
-  if (a.coll == Coll::Send || a.coll == Coll::Recv) return runP2pBatch(comm, &a, 1);
+namespace {
+
+chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->nranks == 1) return runSingleRank(a);
+  if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
   const Plan plan = choosePlan(comm, a.coll, resultBytes(comm, a));
   Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
+  p.noteWaitsIn(comm->flight->waitSlot(a.frId));
   switch (a.coll) {
     case Coll::AllReduce:
       if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)
@@ -75,6 +78,30 @@ chorusResult_t runCollective(chorusComm* comm, const CollArgs& a) {
     case Coll::Recv: return runP2pBatch(comm, &a, 1);
   }
   CHORUS_FAIL(chorusInternalError, "unknown collective %d", static_cast<int>(a.coll));
+}
+
+}  // namespace
+
+void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uint64_t seq) {
+  // A timeout or a failed peer is what a hang report is for: every rank that sees one
+  // writes its recorder now (the others write theirs when they fail in turn or end the
+  // communicator). Usage errors and aborts are not hangs.
+  if (r != chorusTimeout && r != chorusRemoteError) return;
+  char reason[96];
+  std::snprintf(reason, sizeof reason, "%s in %s #%llu", r == chorusTimeout ? "timeout" : "peer failure",
+                what, static_cast<unsigned long long>(seq));
+  frDumpIfConfigured(comm, reason, true, threadLastError());
+}
+
+chorusResult_t runCollective(chorusComm* comm, const CollArgs& a) {
+  if (a.coll == Coll::Send || a.coll == Coll::Recv) return runP2pBatch(comm, &a, 1);
+  const uint64_t seq = ++comm->opCount;
+  FlightRecorder& fr = *comm->flight;
+  fr.start(a.frId, seq);
+  const chorusResult_t r = dispatch(comm, a, seq);
+  fr.finish(a.frId, r);
+  if (__builtin_expect(r != chorusSuccess, 0)) frOperationFailed(comm, r, collName(a.coll), seq);
+  return r;
 }
 
 }  // namespace chorus

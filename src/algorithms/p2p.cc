@@ -23,9 +23,7 @@ struct P2pState {
   bool isSend;
 };
 
-}  // namespace
-
-chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
+chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
   std::vector<P2pState> st;
   st.reserve(static_cast<size_t>(nops));
   std::vector<const CollArgs*> selfSends, selfRecvs;
@@ -75,6 +73,7 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
           std::memcpy(slot, static_cast<const char*>(s.op->sendbuf) + s.done, n);
           c->post(n);
           s.done += n;
+          if (s.done == s.bytes) comm->flight->finish(s.op->frId, chorusSuccess);
         } else {
           RecvConn* c = comm->recvConn[static_cast<size_t>(peer)].get();
           const void* slot;
@@ -91,6 +90,7 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
           std::memcpy(static_cast<char*>(s.op->recvbuf) + s.done, slot, got);
           c->release();
           s.done += got;
+          if (s.done == s.bytes) comm->flight->finish(s.op->frId, chorusSuccess);
         }
         moved = true;
       }
@@ -117,6 +117,8 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
     if (err != chorusSuccess) return err;
     if (r != chorusSuccess) {
       for (auto& s : st)
+        if (s.done < s.bytes) comm->flight->noteWait(s.op->frId, s.op->root, s.isSend);
+      for (auto& s : st)
         if (s.done < s.bytes)
           return fail(r, __FILE__, __LINE__,
                       "rank %d: %s of %zu bytes %s rank %d stopped at byte %zu (%s): is the "
@@ -128,6 +130,22 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
       return r;
     }
   }
+}
+
+}  // namespace
+
+chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
+  // Sends and receives are numbered apart from collectives (ranks make different numbers
+  // of them), in call order within the batch.
+  FlightRecorder& fr = *comm->flight;
+  const uint64_t firstSeq = comm->p2pCount + 1;
+  for (int i = 0; i < nops; ++i) fr.start(ops[i].frId, ++comm->p2pCount);
+  const chorusResult_t r = runP2pOps(comm, ops, nops);
+  // Zero-byte and self operations, and on failure the unfinished ones (the finished ones
+  // were marked as they completed).
+  for (int i = 0; i < nops; ++i) fr.finish(ops[i].frId, r);
+  if (__builtin_expect(r != chorusSuccess, 0)) frOperationFailed(comm, r, "send/recv p2p", firstSeq);
+  return r;
 }
 
 }  // namespace chorus

@@ -26,35 +26,37 @@ Prims::Prims(chorusComm* comm, const kernels::ReduceSpec& spec, const char* what
 chorusResult_t Prims::failed(chorusResult_t r, const char* doing, int peer) {
   if (r == chorusTimeout)
     return fail(r, __FILE__, __LINE__,
-                "%s (seq %llu) on rank %d timed out after %llds %s rank %d "
+                "%s #%llu on rank %d timed out after %llds %s rank %d "
                 "(is rank %d alive and in the same collective?)",
                 w_.what, static_cast<unsigned long long>(seq_), comm_->rank,
                 static_cast<long long>(comm_->timeoutNs / 1000000000ll), doing, peer, peer);
   if (r == chorusAborted)
-    return fail(r, __FILE__, __LINE__, "%s (seq %llu) on rank %d: communicator aborted", w_.what,
+    return fail(r, __FILE__, __LINE__, "%s #%llu on rank %d: communicator aborted", w_.what,
                 static_cast<unsigned long long>(seq_), comm_->rank);
   // A transport that knows more (a closed socket's address) has said it already; shm only
   // knows that the peer's process is gone. The last error is cleared on API entry.
   if (r == chorusRemoteError)
-    return fail(r, __FILE__, __LINE__, "%s (seq %llu) on rank %d failed %s rank %d: %s", w_.what,
+    return fail(r, __FILE__, __LINE__, "%s #%llu on rank %d failed %s rank %d: %s", w_.what,
                 static_cast<unsigned long long>(seq_), comm_->rank, doing, peer,
                 *threadLastError() ? threadLastError() : "its process exited");
   return r;
 }
 
 chorusResult_t Prims::waitIn(int from, size_t bytes, const void** slot) {
+  waitNote_->store(from << 1, std::memory_order_relaxed);
   size_t got = 0;
   chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->wait(slot, &got, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for data from", from);
   if (__builtin_expect(got != bytes, 0))
     return fail(chorusInvalidUsage, __FILE__, __LINE__,
-                "%s (seq %llu) on rank %d: rank %d sent a %zu-byte piece where %zu were "
+                "%s #%llu on rank %d: rank %d sent a %zu-byte piece where %zu were "
                 "expected: the ranks called different collectives, counts or types",
                 w_.what, static_cast<unsigned long long>(seq_), comm_->rank, from, got, bytes);
   return chorusSuccess;
 }
 
 chorusResult_t Prims::acquireOut(int to, void** slot) {
+  waitNote_->store((to << 1) | 1, std::memory_order_relaxed);
   chorusResult_t r = comm_->sendConn[static_cast<size_t>(to)]->acquire(slot, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for buffer space at", to);
   return chorusSuccess;
@@ -165,18 +167,21 @@ chorusResult_t Prims::recvCopySendMany(int from, const int* to, int nto, void* d
 }
 
 chorusResult_t Prims::sendLL(int to, const void* src, size_t bytes) {
+  waitNote_->store((to << 1) | 1, std::memory_order_relaxed);
   chorusResult_t r = comm_->sendConn[static_cast<size_t>(to)]->sendLL(src, bytes, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL space at", to);
   return chorusSuccess;
 }
 
 chorusResult_t Prims::recvLL(int from, void* dst, size_t bytes) {
+  waitNote_->store(from << 1, std::memory_order_relaxed);
   chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->recvLL(dst, bytes, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL data from", from);
   return chorusSuccess;
 }
 
 chorusResult_t Prims::waitLL(int from, const void** data, size_t bytes) {
+  waitNote_->store(from << 1, std::memory_order_relaxed);
   chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->waitLL(data, bytes, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL data from", from);
   return chorusSuccess;

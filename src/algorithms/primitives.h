@@ -6,7 +6,9 @@
 // bytes touched per element near the minimum (see docs/ARCHITECTURE.md).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "comm/comm.h"
 #include "host/host_reduce.h"
@@ -23,6 +25,11 @@ class Prims {
   size_t elemSize() const { return elem_; }
   const kernels::ReduceSpec& spec() const { return spec_; }
   const WaitCtx& waitCtx() const { return w_; }
+
+  /// Where to note the peer each step is about to wait on ((peer << 1) | 1 for buffer
+  /// space at it, << 1 alone for data from it): the flight recorder's entry for this call.
+  /// One relaxed store per step; read only by a dump.
+  void noteWaitsIn(std::atomic<int32_t>* slot) { waitNote_ = slot; }
 
   /// slot(to) = pre?(src)
   chorusResult_t send(int to, const void* src, size_t count, bool pre);
@@ -64,6 +71,8 @@ class Prims {
   WaitCtx w_;
   uint64_t seq_;
   bool streaming_;
+  std::atomic<int32_t> ownNote_{-1};
+  std::atomic<int32_t>* waitNote_ = &ownNote_;
 };
 
 }  // namespace chorus

@@ -10,6 +10,7 @@
 #include "core/debug.h"
 #include "enqueue/enqueue.h"
 #include "enqueue/ptrcheck.h"
+#include "enqueue/stream.h"
 
 namespace chorus {
 namespace {
@@ -50,6 +51,17 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   CHORUS_CHECK(commCheck(comm, c.api));
   if (comm->abortFlag.load(std::memory_order_relaxed))
     CHORUS_FAIL(chorusAborted, "%s: rank %d's communicator was aborted", c.api, comm->rank);
+  if (__builtin_expect(comm->asyncError.load(std::memory_order_acquire) == chorusInProgress, 0))
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: the communicator is still initializing (non-blocking init): poll "
+                "chorusCommGetAsyncError until it is no longer chorusInProgress",
+                c.api);
+  if (__builtin_expect(comm->initFailed.load(std::memory_order_relaxed), 0))
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: the communicator's non-blocking init failed (chorusCommGetAsyncError says "
+                "why); it can only be destroyed",
+                c.api);
+  if (c.stream) CHORUS_CHECK(streamCheck(c.stream, c.api));
   if (c.type < 0 || c.type >= chorusNumTypes)
     CHORUS_FAIL(chorusInvalidArgument, "%s: datatype %d is not a chorusDataType_t", c.api,
                 c.type);
@@ -89,7 +101,8 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   }
   CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
   CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
-  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root};
+  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root,
+                  isReducing(c.coll) ? c.op : -1};
   return chorusSuccess;
 }
 

@@ -1,5 +1,7 @@
 // lifecycle.cc — creating, splitting, finishing and destroying communicators.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "comm/split.h"
 #include "core/checks.h"
 #include "core/debug.h"
+#include "core/params.h"
 
 namespace chorus {
 namespace {
@@ -18,6 +21,30 @@ chorusResult_t checkConfig(const chorusConfig_t* config, const char* api) {
   if (config->magic != CHORUS_CONFIG_MAGIC || config->size < offsetof(chorusConfig_t, commName))
     CHORUS_FAIL(chorusInvalidArgument,
                 "%s: config was not initialized with CHORUS_CONFIG_INITIALIZER", api);
+  if (config->blocking != CHORUS_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+    CHORUS_FAIL(chorusInvalidArgument, "%s: config->blocking is %d; it must be 0 or 1", api,
+                config->blocking);
+  if (config->size >= offsetof(chorusConfig_t, commName) &&
+      config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds <= 0)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "%s: config->timeoutSeconds is %d; it must be > 0 (or CHORUS_CONFIG_UNDEF_INT "
+                "for CHORUS_TIMEOUT_S)",
+                api, config->timeoutSeconds);
+  return chorusSuccess;
+}
+
+// A communicator whose non-blocking init is still running (or failed) has no connections.
+chorusResult_t checkInitDone(const chorusComm* comm, const char* api) {
+  if (comm->asyncError.load(std::memory_order_acquire) == chorusInProgress)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: the communicator is still initializing (non-blocking init): poll "
+                "chorusCommGetAsyncError until it is no longer chorusInProgress",
+                api);
+  if (comm->initFailed.load(std::memory_order_acquire))
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: the communicator's non-blocking init failed (chorusCommGetAsyncError says "
+                "why); it can only be destroyed",
+                api);
   return chorusSuccess;
 }
 
@@ -31,6 +58,9 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
     CHORUS_FAIL(chorusInvalidArgument, "%s: rank %d is outside [0, %d)", api, rank, nranks);
   CHORUS_CHECK(checkConfig(config, api));
   auto* comm = new chorusComm();
+  comm->flight = std::make_unique<FlightRecorder>(
+      static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(paramInt(Param::FlightRecorderSize), 0), 1 << 20)));
+  comm->checkMode = paramInt(Param::CheckMode) != 0;
   const bool blocking =
       !config || config->blocking == CHORUS_CONFIG_UNDEF_INT || config->blocking != 0;
   if (!blocking) {
@@ -47,7 +77,10 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
       cfg.commName = name.empty() ? nullptr : name.c_str();
       clearThreadLastError();
       chorusResult_t r = commInit(comm, id, nranks, rank, &cfg);
-      if (r != chorusSuccess) commRecordError(comm, r);
+      if (r != chorusSuccess) {
+        commRecordError(comm, r);
+        comm->initFailed.store(true, std::memory_order_release);
+      }
       comm->asyncError.store(r);
     });
     *out = comm;
@@ -130,6 +163,7 @@ static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommSplit"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommSplit"));
   if (!newcomm) CHORUS_FAIL(chorusInvalidArgument, "chorusCommSplit: newcomm is NULL");
   *newcomm = nullptr;
   if (color < 0 && color != CHORUS_SPLIT_NOCOLOR)
@@ -159,6 +193,7 @@ static chorusResult_t chorusCommFinalizeImpl(chorusComm_t comm) {
   // Wait for work queued on host streams, then for the operation running now.
   commWaitIdle(comm);
   std::lock_guard<std::mutex> lock(comm->execMutex);
+  frDumpIfConfigured(comm, "finalize", false);
   int err = comm->asyncError.load();
   return static_cast<chorusResult_t>(err == chorusInProgress ? chorusSuccess : err);
 }
@@ -170,6 +205,7 @@ CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   commWaitIdle(comm);  // queued stream work finishes first
   { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  frDumpIfConfigured(comm, "destroy", false);
   commFree(comm);
   return chorusSuccess;
 }
@@ -188,6 +224,7 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
   // and return chorusAborted.
   commWaitIdle(comm);
   { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  frDumpIfConfigured(comm, "abort", false);
   commFree(comm);
   return chorusSuccess;
 }
@@ -204,6 +241,7 @@ static chorusResult_t chorusCommGetAsyncErrorImpl(chorusComm_t comm, chorusResul
 static chorusResult_t chorusCommCountImpl(const chorusComm_t comm, int* count) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommCount"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommCount"));
   if (!count) CHORUS_FAIL(chorusInvalidArgument, "chorusCommCount: count is NULL");
   *count = comm->nranks;
   return chorusSuccess;
@@ -212,6 +250,7 @@ static chorusResult_t chorusCommCountImpl(const chorusComm_t comm, int* count) {
 static chorusResult_t chorusCommUserRankImpl(const chorusComm_t comm, int* rank) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommUserRank"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommUserRank"));
   if (!rank) CHORUS_FAIL(chorusInvalidArgument, "chorusCommUserRank: rank is NULL");
   *rank = comm->rank;
   return chorusSuccess;

@@ -20,18 +20,21 @@ CHORUS_API chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
 CHORUS_API chorusResult_t chorusStreamSynchronize(chorusStream_t stream) {
   clearThreadLastError();
   if (!stream) return chorusSuccess;  // the NULL stream is always synchronous
+  CHORUS_CHECK(streamCheck(stream, "chorusStreamSynchronize"));
   return streamSynchronize(stream);
 }
 
 CHORUS_API chorusResult_t chorusStreamQuery(chorusStream_t stream) {
   clearThreadLastError();
   if (!stream) return chorusSuccess;
+  CHORUS_CHECK(streamCheck(stream, "chorusStreamQuery"));
   return streamQuery(stream);
 }
 
 CHORUS_API chorusResult_t chorusStreamDestroy(chorusStream_t stream) {
   clearThreadLastError();
   if (!stream) return chorusSuccess;
+  CHORUS_CHECK(streamCheck(stream, "chorusStreamDestroy"));
   chorusResult_t r = streamSynchronize(stream);
   streamDestroy(stream);
   return r;

@@ -68,8 +68,10 @@ bool inGroup() { return tlsGroup.depth > 0; }
 
 chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
   std::lock_guard<std::mutex> lock(comm->execMutex);
-  if (comm->abortFlag.load(std::memory_order_relaxed))
+  if (comm->abortFlag.load(std::memory_order_relaxed)) {
+    for (const Op& op : ops) comm->flight->finish(op.args.frId, chorusAborted);
     CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+  }
   setLogRank(comm->rank);
   std::vector<CollArgs> p2p;
   for (const Op& op : ops) {
@@ -83,7 +85,12 @@ chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
   return chorusSuccess;
 }
 
-chorusResult_t enqueueOp(const Op& op) {
+chorusResult_t enqueueOp(const Op& call) {
+  // The flight recorder sees the call from here on: enqueued now, started when it runs.
+  Op op = call;
+  op.args.frId = op.comm->flight->enqueue(static_cast<int>(op.args.coll), op.args.type,
+                                          op.args.count, op.args.op, op.args.root,
+                                          tlsGroup.depth == 0 && op.stream == nullptr);
   if (tlsGroup.depth > 0) {
     tlsGroup.ops.push_back(op);
     return chorusSuccess;
@@ -91,8 +98,10 @@ chorusResult_t enqueueOp(const Op& op) {
   if (op.stream == nullptr) {
     chorusComm* comm = op.comm;
     std::lock_guard<std::mutex> lock(comm->execMutex);
-    if (comm->abortFlag.load(std::memory_order_relaxed))
+    if (comm->abortFlag.load(std::memory_order_relaxed)) {
+      comm->flight->finish(op.args.frId, chorusAborted);
       CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+    }
     return runCollective(comm, op.args);
   }
   Op copy = op;
@@ -104,7 +113,10 @@ chorusResult_t enqueueOp(const Op& op) {
     copy.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
     return r;
   });
-  if (pushed != chorusSuccess) copy.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+  if (pushed != chorusSuccess) {
+    copy.comm->flight->finish(copy.args.frId, pushed);
+    copy.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+  }
   return pushed;
 }
 

@@ -74,7 +74,17 @@ void streamDestroy(chorusStream* s) {
     s->workCv.notify_all();
   }
   if (s->worker.joinable()) s->worker.join();
+  s->magic = kStreamDeadMagic;
   delete s;
+}
+
+chorusResult_t streamCheck(const chorusStream* s, const char* api) {
+  if (s->magic != kStreamMagic)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: stream %p is not a live Chorus stream (destroyed, or a cudaStream_t not "
+                "wrapped by chorusStreamFromCuda?)",
+                api, static_cast<const void*>(s));
+  return chorusSuccess;
 }
 
 }  // namespace chorus

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -15,7 +16,13 @@
 
 #include "chorus.h"
 
+namespace chorus {
+constexpr uint64_t kStreamMagic = 0x43484f5253545245ull;  // "CHORSTRE"
+constexpr uint64_t kStreamDeadMagic = 0xdeadc0de5743dead;
+}  // namespace chorus
+
 struct chorusStream {
+  uint64_t magic = chorus::kStreamMagic;  // best-effort check of user handles
   std::mutex mutex;
   std::condition_variable workCv;
   std::condition_variable idleCv;
@@ -35,5 +42,8 @@ chorusResult_t streamPush(chorusStream* s, std::function<chorusResult_t()> fn);
 chorusResult_t streamSynchronize(chorusStream* s);
 chorusResult_t streamQuery(chorusStream* s);
 void streamDestroy(chorusStream* s);
+/// Validates a non-NULL stream handle passed by the user (chorusInvalidUsage when it is not
+/// a live host stream: destroyed, or a raw cudaStream_t not wrapped by chorusStreamFromCuda).
+chorusResult_t streamCheck(const chorusStream* s, const char* api);
 
 }  // namespace chorus

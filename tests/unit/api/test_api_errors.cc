@@ -301,6 +301,19 @@ TEST(ApiGroup, EndWithoutStartIsInvalidUsage) {
   EXPECT_RESULT(chorusGroupEnd(), chorusInvalidUsage);
 }
 
+// Not a stream at all (a raw cudaStream_t, or garbage): refused, not dereferenced as one.
+TEST_F(OneRank, ForeignStreamHandleIsRejected) {
+  alignas(64) unsigned char fake[256] = {0};
+  const chorusStream_t s = reinterpret_cast<chorusStream_t>(fake);
+  EXPECT_RESULT(chorusAllReduce(a_, b_, 4, chorusFloat32, chorusSum, comm_, s), chorusInvalidUsage);
+  EXPECT_TRUE(lastErrorNames(comm_, {"stream"}));
+  EXPECT_RESULT(chorusBarrier(comm_, s), chorusInvalidUsage);
+  EXPECT_RESULT(chorusStreamSynchronize(s), chorusInvalidUsage);
+  EXPECT_TRUE(lastErrorNames(nullptr, {"stream"}));
+  EXPECT_RESULT(chorusStreamQuery(s), chorusInvalidUsage);
+  EXPECT_RESULT(chorusStreamDestroy(s), chorusInvalidUsage);
+}
+
 TEST(ApiStream, RejectsNullArguments) {
   EXPECT_RESULT(chorusStreamCreate(nullptr), chorusInvalidArgument);
   chorusResult_t r = chorusStreamFromCuda(nullptr, nullptr);
@@ -359,6 +372,53 @@ TEST(ApiInit, ConfigWithBadMagicIsRejected) {
   EXPECT_EQ(r, chorusInvalidArgument) << chorusGetErrorString(r);
   EXPECT_TRUE(lastErrorNames(nullptr, {"config", "magic"}));
   if (r == chorusSuccess && c) chorusCommDestroy(c);
+}
+
+TEST(ApiInit, ConfigWithBadFieldsIsRejected) {
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  chorusComm_t c = nullptr;
+  for (int t : {0, -1, INT_MIN + 1}) {
+    SCOPED_TRACE("timeoutSeconds " + std::to_string(t));
+    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.timeoutSeconds = t;
+    EXPECT_INVALID_ARG(nullptr, chorusCommInitRankConfig(&c, 1, id, 0, &cfg), "timeoutSeconds");
+    EXPECT_EQ(c, nullptr);
+  }
+  for (int b : {2, -1, 100}) {
+    SCOPED_TRACE("blocking " + std::to_string(b));
+    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.blocking = b;
+    EXPECT_INVALID_ARG(nullptr, chorusCommInitRankConfig(&c, 1, id, 0, &cfg), "blocking");
+    EXPECT_EQ(c, nullptr);
+  }
+}
+
+// A non-blocking init that cannot finish (rank 1 never joins): the half-made communicator
+// must refuse work with chorusInvalidUsage, not touch connections it does not have.
+TEST(ApiInit, CommStillInitializingRefusesWork) {
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  chorusComm_t c = nullptr;
+  ASSERT_EQ(chorusCommInitRankConfig(&c, 2, id, 0, &cfg), chorusInProgress);
+  ASSERT_NE(c, nullptr);
+  unsigned char a[64] = {0}, b[64] = {0};
+  int x = 0;
+  chorusComm_t nc = nullptr;
+  EXPECT_RESULT(chorusAllReduce(a, b, 4, chorusFloat32, chorusSum, c, nullptr), chorusInvalidUsage);
+  EXPECT_TRUE(lastErrorNames(c, {"initializing"}));
+  EXPECT_RESULT(chorusBarrier(c, nullptr), chorusInvalidUsage);
+  EXPECT_RESULT(chorusSend(a, 4, chorusInt8, 1, c, nullptr), chorusInvalidUsage);
+  EXPECT_RESULT(chorusCommCount(c, &x), chorusInvalidUsage);
+  EXPECT_RESULT(chorusCommUserRank(c, &x), chorusInvalidUsage);
+  EXPECT_RESULT(chorusCommSplit(c, 0, 0, &nc, nullptr), chorusInvalidUsage);
+  EXPECT_TRUE(lastErrorNames(c, {"initializing"}));
+  chorusResult_t ae = chorusSuccess;
+  EXPECT_RESULT(chorusCommGetAsyncError(c, &ae), chorusSuccess);
+  EXPECT_EQ(ae, chorusInProgress);
+  EXPECT_RESULT(chorusCommAbort(c), chorusSuccess);
 }
 
 TEST(ApiInit, InitAllRejectsBadArguments) {
