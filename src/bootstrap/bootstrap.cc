@@ -64,6 +64,25 @@ SocketBootstrap::SocketBootstrap(int rank, int nranks) {
   peerWhy_.resize(static_cast<size_t>(nranks));
 }
 
+SocketBootstrap::~SocketBootstrap() {
+  // Name every stranger before closing: connections accepted while a bootstrap call
+  // waited whose handshake never completed, and connections still in the listen backlog
+  // (after init nobody serves the listener until the next bootstrap call; an unvetted
+  // connection costs a backlog slot and is never read).
+  for (auto& c : conns_)
+    if (!c->dead && c->peer < 0)
+      CHORUS_WARN(kLogBootstrap, "bootstrap rank %d: dropped connection from %s: handshake "
+                  "unfinished at shutdown", rank_, c->from.str().c_str());
+  if (!listen_.valid()) return;
+  for (int i = 0; i < 1024; ++i) {
+    Fd fd;
+    SockAddr from;
+    if (acceptOne(listen_.get(), &fd, &from) != chorusSuccess || !fd.valid()) break;
+    CHORUS_WARN(kLogBootstrap, "bootstrap rank %d: dropped connection from %s: never vetted "
+                "(arrived while no bootstrap call was waiting)", rank_, from.str().c_str());
+  }
+}
+
 chorusResult_t SocketBootstrap::open() {
   abortFd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!abortFd_.valid()) CHORUS_FAIL(chorusSystemError, "eventfd: %s", strerror(errno));

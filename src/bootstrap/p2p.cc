@@ -164,7 +164,7 @@ void SocketBootstrap::progressConn(InConn& c) {
     if (c.hdrGot < sizeof(c.hdr)) {
       st = recvSome(c.fd.get(), &c.hdr, sizeof(c.hdr), &c.hdrGot);
       if (c.hdrGot == sizeof(c.hdr)) {
-        if (c.hdr.magic != kMsgMagic || c.hdr.size > kMaxMessageBytes) {
+        if (!checkMsgHeader(c.hdr)) {
           char why[160];
           snprintf(why, sizeof(why), "rank %d sent a garbled message header (magic 0x%08x, size %llu)",
                    c.peer, c.hdr.magic, static_cast<unsigned long long>(c.hdr.size));

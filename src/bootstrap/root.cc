@@ -143,9 +143,13 @@ void Root::run() {
 }
 
 void Root::dropUnvetted() {
-  if (!pending_.empty())
-    CHORUS_INFO(kLogBootstrap, "bootstrap root %s: closing %zu connection(s) still in their handshake",
-                addr_.str().c_str(), pending_.size());
+  // Every stranger is named: these connected but had not finished their handshake when
+  // the root stopped serving.
+  for (auto& p : pending_)
+    CHORUS_WARN(kLogBootstrap,
+                "bootstrap root %s: dropped connection from %s: handshake unfinished when the "
+                "root stopped serving",
+                addr_.str().c_str(), p->peer.str().c_str());
   pending_.clear();
 }
 
@@ -172,13 +176,10 @@ void Root::reject(Pending& p, uint32_t status, const char* detail) {
 
 void Root::admit(Pending& p) {
   const Hello& h = p.reader.hello();
-  if (h.kind != static_cast<uint16_t>(ConnKind::RootCheckIn))
-    return reject(p, kRootBadHello, " (not a root check-in)");
-  if (h.nranks < 1 || h.nranks > kMaxRanks) return reject(p, kRootBadHello, " (bad nranks)");
   SockAddr listenAddr;
-  if (!fromWire(h.addr, &listenAddr)) return reject(p, kRootBadHello, " (bad listen address)");
-  if (nranks_ >= 0 && h.nranks != nranks_) return reject(p, kRootNranksMismatch, "");
-  if (h.rank < 0 || h.rank >= h.nranks) return reject(p, kRootBadRank, "");
+  const char* detail = "";
+  const uint32_t status = vetRootHello(h, nranks_, &listenAddr, &detail);
+  if (status != kRootOk) return reject(p, status, detail);
   if (nranks_ < 0) {
     nranks_ = h.nranks;
     rankFds_.resize(static_cast<size_t>(nranks_));

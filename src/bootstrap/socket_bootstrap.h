@@ -31,7 +31,7 @@ namespace chorus {
 class SocketBootstrap final : public Bootstrap {
  public:
   SocketBootstrap(int rank, int nranks);
-  ~SocketBootstrap() override = default;
+  ~SocketBootstrap() override;
 
   /// Makes the abort eventfd (the one fallible part of construction).
   chorusResult_t open();

@@ -87,6 +87,26 @@ HandshakeReader::State HandshakeReader::progress(int fd) {
   }
 }
 
+uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr,
+                      const char** detail) {
+  *detail = "";
+  if (h.kind != static_cast<uint16_t>(ConnKind::RootCheckIn)) {
+    *detail = " (not a root check-in)";
+    return kRootBadHello;
+  }
+  if (h.nranks < 1 || h.nranks > kMaxRanks) {
+    *detail = " (bad nranks)";
+    return kRootBadHello;
+  }
+  if (!fromWire(h.addr, listenAddr)) {
+    *detail = " (bad listen address)";
+    return kRootBadHello;
+  }
+  if (knownNranks >= 0 && h.nranks != knownNranks) return kRootNranksMismatch;
+  if (h.rank < 0 || h.rank >= h.nranks) return kRootBadRank;
+  return kRootOk;
+}
+
 chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello,
                              int64_t deadlineNs, int abortFd, const char* what) {
   uint8_t buf[kSecretBytes + sizeof(Hello)];

@@ -103,6 +103,18 @@ class HandshakeReader {
   const char* why_ = "";
 };
 
+/// The root's checks of a vetted check-in hello that do not depend on other ranks:
+/// returns kRootOk and the caller's listen address, or a RootStatus with `*detail` saying
+/// why. `knownNranks` is the nranks of the ranks already checked in (-1: none yet).
+uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr,
+                      const char** detail);
+
+/// True when a p2p/ring message header read from a vetted peer may be followed: the magic
+/// is right and the payload no larger than kMaxMessageBytes.
+inline bool checkMsgHeader(const MsgHeader& h) {
+  return h.magic == kMsgMagic && h.size <= kMaxMessageBytes;
+}
+
 /// Sends the secret and a hello on a new connection.
 chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello,
                              int64_t deadlineNs, int abortFd, const char* what);

@@ -62,4 +62,56 @@ bool expandHostList(const std::string& list, std::vector<std::string>* out, size
   return depth == 0 && !out->empty();
 }
 
+bool parseHostPort(const std::string& hostport, std::string* host, int* port,
+                   const char** why) {
+  std::string portText;
+  if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
+    const size_t close = hostport.find(']');
+    if (close == std::string::npos || close + 1 >= hostport.size() || hostport[close + 1] != ':') {
+      *why = "is not [host]:port";
+      return false;
+    }
+    *host = hostport.substr(1, close - 1);
+    portText = hostport.substr(close + 2);
+  } else {
+    const size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos) {
+      *why = "is not host:port";
+      return false;
+    }
+    *host = hostport.substr(0, colon);
+    portText = hostport.substr(colon + 1);
+  }
+  if (portText.empty() || portText.size() > 5 ||
+      portText.find_first_not_of("0123456789") != std::string::npos) {
+    *why = "has a port that is not a number in 1..65535";
+    return false;
+  }
+  const long v = std::strtol(portText.c_str(), nullptr, 10);
+  if (v < 1 || v > 65535) {
+    *why = "has a port that is not a number in 1..65535";
+    return false;
+  }
+  *port = static_cast<int>(v);
+  return true;
+}
+
+bool parseSecretHex(const std::string& hex, unsigned char out[16]) {
+  if (hex.size() != 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    int v = 0;
+    for (size_t j = 0; j < 2; ++j) {
+      const char c = hex[2 * i + j];
+      int d;
+      if (c >= '0' && c <= '9') d = c - '0';
+      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+      else return false;
+      v = v * 16 + d;
+    }
+    out[i] = static_cast<unsigned char>(v);
+  }
+  return true;
+}
+
 }  // namespace chorus

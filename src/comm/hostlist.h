@@ -1,4 +1,6 @@
-// hostlist.h — Slurm's compressed host lists ("node[01-03,7],login1") expanded.
+// hostlist.h — the rendezvous strings of the environment, parsed by pure functions (so
+// they can be fuzzed, tests/fuzz): Slurm's compressed host lists ("node[01-03,7],login1"),
+// host:port addresses and CHORUS_SECRET's hex.
 #pragma once
 
 #include <string>
@@ -12,5 +14,13 @@ namespace chorus {
 /// (unbalanced brackets, a range that runs backwards, more than `limit` names).
 bool expandHostList(const std::string& list, std::vector<std::string>* out,
                     size_t limit = 1 << 16);
+
+/// Splits "host:port" or "[v6addr]:port" (the part after tcp://). The host may be empty;
+/// the port must be a decimal number in 1..65535. On failure returns false and `*why`.
+bool parseHostPort(const std::string& hostport, std::string* host, int* port,
+                   const char** why);
+
+/// Parses exactly 32 hexadecimal digits into 16 bytes.
+bool parseSecretHex(const std::string& hex, unsigned char out[16]);
 
 }  // namespace chorus

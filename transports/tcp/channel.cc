@@ -137,15 +137,7 @@ void SendChannel::peerGone() {
 // confused or hostile peer can make a connection fail but never write outside a slot.
 bool RecvChannel::acceptHeader(int s, Sock& k) {
   const StripeHeader& h = k.hdr;
-  const char* bad = nullptr;
-  if (h.check != kStripeCheck)
-    bad = "bad check byte";
-  else if (h.nstripes < 1 || h.nstripes > kMaxSocks || s >= h.nstripes)
-    bad = "bad stripe count";
-  else if (h.total > ring.slotBytes || h.offset > h.total || h.len > h.total - h.offset)
-    bad = "stripe outside the slot";
-  else if (h.seq < k.minSeq || h.seq < headLocal)
-    bad = "message out of order";
+  const char* bad = checkStripeHeader(h, s, ring.slotBytes, k.minSeq, headLocal);
   if (bad) {
     char msg[256];
     snprintf(msg, sizeof(msg),

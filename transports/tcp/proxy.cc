@@ -119,6 +119,10 @@ void Proxy::runCommands() {
   if (closeL && listener_.valid()) {
     listener_.reset();  // closing removes it from the epoll set
     for (auto& p : pending_) {
+      if (p->fd.valid())
+        CHORUS_WARN(kLogNet, "dropped TCP connection from %s: no complete hello (%zu of %zu "
+                    "bytes) when the listener closed", p->from.str().c_str(), p->got,
+                    sizeof(p->hello));
       p->fd.reset();
       dead_.push_back(std::move(p));
     }
@@ -271,15 +275,11 @@ void Proxy::onHello(Pending* p) {
     return;
   }
   const Hello& h = p->hello;
-  const char* bad = nullptr;
-  if (h.magic != kHelloMagic || h.token != token_)
-    bad = "not a Chorus peer of this communicator (wrong magic or token)";
-  else if (h.rank < 0 || h.rank >= static_cast<int>(recvByRank_.size()) || h.rank == rank_ ||
-           !recvByRank_[static_cast<size_t>(h.rank)])
+  const char* bad = checkHello(h, token_, rank_, static_cast<int>(recvByRank_.size()));
+  if (!bad && !recvByRank_[static_cast<size_t>(h.rank)])
     bad = "unknown rank";
-  else if (h.index < 0 || h.index >= kMaxSocks)
-    bad = "bad socket index";
-  else if (recvByRank_[static_cast<size_t>(h.rank)]->socks[static_cast<size_t>(h.index)].fd.valid())
+  else if (!bad &&
+           recvByRank_[static_cast<size_t>(h.rank)]->socks[static_cast<size_t>(h.index)].fd.valid())
     bad = "duplicate socket";
   if (bad) {
     if (h.magic == kHelloMagic && h.token == token_)

@@ -60,6 +60,34 @@ struct StripeHeader {
 };
 static_assert(sizeof(StripeHeader) == 24, "stripe header layout");
 
+/// Why a hello read from a new socket is refused, or nullptr when it may be attached: it
+/// must carry the listener's magic and token, name another rank of the communicator
+/// (0 <= rank < nranks, not `self`) and a socket index below kMaxSocks. (The proxy then
+/// also refuses a rank it has no channel for and a socket index already taken.)
+inline const char* checkHello(const Hello& h, uint64_t token, int self, int nranks) {
+  if (h.magic != kHelloMagic || h.token != token)
+    return "not a Chorus peer of this communicator (wrong magic or token)";
+  if (h.rank < 0 || h.rank >= nranks || h.rank == self) return "unknown rank";
+  if (h.index < 0 || h.index >= kMaxSocks) return "bad socket index";
+  return nullptr;
+}
+
+/// Why a stripe header read on socket `sock` of a receive channel is refused, or nullptr:
+/// the check byte, 1..kMaxSocks stripes with `sock` among them, the stripe inside a message
+/// that fits a slot of `slotBytes`, and a sequence number not behind what this socket
+/// (`minSeq`) or the channel (`headLocal`) has already completed. An accepted header can
+/// never make the receiver write outside the slot.
+inline const char* checkStripeHeader(const StripeHeader& h, int sock, size_t slotBytes,
+                                     uint64_t minSeq, uint64_t headLocal) {
+  if (h.check != kStripeCheck) return "bad check byte";
+  if (h.nstripes < 1 || h.nstripes > kMaxSocks || sock < 0 || sock >= h.nstripes)
+    return "bad stripe count";
+  if (h.total > slotBytes || h.offset > h.total || h.len > h.total - h.offset)
+    return "stripe outside the slot";
+  if (h.seq < minSeq || h.seq < headLocal) return "message out of order";
+  return nullptr;
+}
+
 /// How many sockets a message of `bytes` is spread over: small messages stay on one socket
 /// (one header, one syscall each way), large ones use all of them, never a stripe shorter
 /// than `minStripe`.
