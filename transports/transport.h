@@ -28,7 +28,7 @@ struct PeerInfo {
   int32_t pid;
   int32_t rank;
   int32_t cudaDev;    ///< -1 on host-only builds
-  int32_t pad;
+  int32_t ncpus;      ///< usable cores of this rank's process (tuning takes the minimum)
 };
 
 /// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say

@@ -15,6 +15,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "chorus.h"
+#include "comm/flight_recorder.h"
 #include "host/host_reduce.h"
 #include "transport.h"
 
@@ -63,7 +64,8 @@ struct CommTuning {
 };
 
 /// The order ring algorithms visit ranks in: hosts in the order of their lowest rank, and
-/// a host's ranks together in rank order, so a ring crosses each host boundary once
+/// a host's ranks together, socket by socket (src/topology), so a ring crosses each host
+/// boundary once
 /// (with ranks 0,2 on host A and 1,3 on host B, rank order would cross four times).
 struct RingOrder {
   std::vector<int> order;  // position -> rank
@@ -74,6 +76,15 @@ struct RingOrder {
     const int n = static_cast<int>(order.size());
     return order[static_cast<size_t>(((position % n) + n) % n)];
   }
+};
+
+/// This rank's links in one tree of the double binary tree (src/topology/graph.cc): across
+/// hosts a binary tree, inside a host a chain; at most two children across hosts + one chain.
+constexpr int kTreeMaxChildren = 3;
+struct TreeLinks {
+  int parent = -1;  // -1 at the root
+  int nchildren = 0;
+  std::array<int, kTreeMaxChildren> children{{-1, -1, -1}};
 };
 
 }  // namespace chorus
@@ -101,6 +112,11 @@ struct chorusComm {
   int localRanks = 1;
   int ncpus = 1;
   chorus::RingOrder ring;
+  /// Double binary tree (topology-driven, see src/topology): tree algorithms put half of
+  /// the data on each.
+  std::array<chorus::TreeLinks, 2> trees{};
+  int nHosts = 1;         // distinct hosts in the communicator
+  int numaOsIndex = -1;   // NUMA node (os index) this rank is bound to, -1 unbound/unknown
 
   chorus::CommTuning tuning{};
   std::vector<chorus::UserOp> userOps;
@@ -110,6 +126,14 @@ struct chorusComm {
   /// must not interleave their slots).
   std::mutex execMutex;
   uint64_t opCount = 0;  // sequence number of collectives, for messages and checks
+  uint64_t p2pCount = 0;  // sequence number of sends and receives (counted apart: ranks
+                          // legitimately make different numbers of them)
+  /// The last operations, for hang reports (see comm/flight_recorder.h); never null after
+  /// creation (capacity 0 when CHORUS_FLIGHT_RECORDER_SIZE=0).
+  std::unique_ptr<chorus::FlightRecorder> flight;
+  bool checkMode = false;  // CHORUS_CHECK_MODE: ranks compare each call before running it
+  /// A non-blocking init that failed leaves a communicator that can only be destroyed.
+  std::atomic<bool> initFailed{false};
   chorus::Scratch scratch;
   chorus::PtrCache ptrCache;
 

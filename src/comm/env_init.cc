@@ -68,12 +68,8 @@ chorusResult_t secretFor(const std::string& where, int nranks, uint8_t secret[16
     if (given.size() != 32)
       CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET must be 32 hex digits (it has %zu characters)",
                   given.size());
-    for (int i = 0; i < 16; ++i) {
-      unsigned v;
-      if (std::sscanf(given.c_str() + 2 * i, "%2x", &v) != 1)
-        CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET is not hexadecimal");
-      secret[i] = static_cast<uint8_t>(v);
-    }
+    if (!parseSecretHex(given, secret))
+      CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET is not hexadecimal");
     return chorusSuccess;
   }
   // No secret given: derive one every rank can compute. This only keeps strangers from
@@ -88,23 +84,10 @@ chorusResult_t secretFor(const std::string& where, int nranks, uint8_t secret[16
 
 chorusResult_t tcpRendezvous(const std::string& hostport, EnvRendezvous* rv) {
   std::string host;
-  std::string port;
-  if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
-    size_t close = hostport.find(']');
-    if (close == std::string::npos || close + 1 >= hostport.size() || hostport[close + 1] != ':')
-      CHORUS_FAIL(chorusInvalidArgument, "rendezvous address '%s' is not [host]:port", hostport.c_str());
-    host = hostport.substr(1, close - 1);
-    port = hostport.substr(close + 2);
-  } else {
-    size_t colon = hostport.rfind(':');
-    if (colon == std::string::npos)
-      CHORUS_FAIL(chorusInvalidArgument, "rendezvous address '%s' is not host:port", hostport.c_str());
-    host = hostport.substr(0, colon);
-    port = hostport.substr(colon + 1);
-  }
   int portNum = 0;
-  if (!parseNonNeg(port.c_str(), &portNum) || portNum < 1 || portNum > 65535)
-    CHORUS_FAIL(chorusInvalidArgument, "rendezvous port '%s' is not in 1..65535", port.c_str());
+  const char* why = "";
+  if (!parseHostPort(hostport, &host, &portNum, &why))
+    CHORUS_FAIL(chorusInvalidArgument, "rendezvous address '%s' %s", hostport.c_str(), why);
   uint8_t secret[16];
   CHORUS_CHECK(secretFor(hostport, rv->nranks, secret));
   // chorusrun serves the root itself (rank 0 may be on any host) and says so.

@@ -10,6 +10,8 @@
 #include "core/checks.h"
 #include "core/debug.h"
 #include "core/params.h"
+#include "topology/comm_topo.h"
+#include "tuning/tuning.h"
 
 namespace chorus {
 
@@ -69,27 +71,6 @@ chorusResult_t readTuning(chorusComm* comm) {
   t.proto = paramString(Param::Proto);
   for (auto& c : t.algo) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   return chorusSuccess;
-}
-
-void buildRing(chorusComm* comm) {
-  const int n = comm->nranks;
-  RingOrder& r = comm->ring;
-  r.order.clear();
-  std::vector<bool> placed(static_cast<size_t>(n), false);
-  for (int first = 0; first < n; ++first) {
-    if (placed[static_cast<size_t>(first)]) continue;
-    const uint64_t host = comm->peers[static_cast<size_t>(first)].hostHash;
-    for (int q = first; q < n; ++q)
-      if (!placed[static_cast<size_t>(q)] && comm->peers[static_cast<size_t>(q)].hostHash == host) {
-        placed[static_cast<size_t>(q)] = true;
-        r.order.push_back(q);
-      }
-  }
-  r.pos.assign(static_cast<size_t>(n), 0);
-  for (int i = 0; i < n; ++i) r.pos[static_cast<size_t>(r.order[static_cast<size_t>(i)])] = i;
-  r.me = r.pos[static_cast<size_t>(comm->rank)];
-  r.next = r.at(r.me + 1);
-  r.prev = r.at(r.me - 1);
 }
 
 chorusResult_t connectTransports(chorusComm* comm) {
@@ -174,6 +155,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   me.pid = static_cast<int32_t>(getpid());
   me.rank = rank;
   me.cudaDev = -1;
+  me.ncpus = comm->ncpus;
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   for (int p = 0; p < nranks; ++p)
     if (comm->peers[static_cast<size_t>(p)].rank != p)
@@ -186,13 +168,15 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   const int64_t spin = paramInt(Param::SpinCount);
   comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
 
-  buildRing(comm);
+  // Ring and trees from the topology (host by host, socket by socket): src/topology.
+  CHORUS_CHECK(commTopoInit(comm));
   if (nranks > 1 && nranks <= 64) {
     std::string text;
     for (int r : comm->ring.order) text += (text.empty() ? "" : " ") + std::to_string(r);
     CHORUS_INFO(kLogInit, "rank %d: ring order %s", rank, text.c_str());
   }
   CHORUS_CHECK(connectTransports(comm));
+  tuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
   CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
               rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),
               comm->localRanks, comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes,

@@ -37,6 +37,12 @@ enum class Param : int {
   TcpChunkSize,    // CHORUS_TCP_CHUNKSIZE
   InitServed,      // CHORUS_INIT_SERVED
   SlurmPortBase,   // CHORUS_SLURM_PORT_BASE
+  FlightRecorderSize,  // CHORUS_FLIGHT_RECORDER_SIZE
+  FlightRecorderDir,   // CHORUS_FLIGHT_RECORDER_DIR
+  CheckMode,           // CHORUS_CHECK_MODE
+  TopoFile,        // CHORUS_TOPO_FILE
+  TopoDumpFile,    // CHORUS_TOPO_DUMP_FILE
+  TuningFile,      // CHORUS_TUNING_FILE
   Count
 };
 

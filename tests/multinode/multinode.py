@@ -17,9 +17,23 @@ Cases:
   mpirun_4x1
   slurm           a real Slurm on 3 hosts: srun -N 3 -n 6 all_reduce_perf -c 1 and an
                   sbatch script with no CHORUS_INIT, and mpirun inside salloc.
+  topology_4x2    8 ranks on 4 hosts placed round-robin (-H h0:1,...,h3:1 -np 8
+                  --oversubscribe: rank r on host r % 4): the ring in the GRAPH log
+                  crosses each host boundary exactly once, both trees span every rank,
+                  CHORUS_TOPO_DUMP_FILE writes one XML per host, and the collective matrix
+                  (plus all-reduce forced onto the double binary tree) passes.
   early_exit      a rank's process dies mid-job: every other rank reports an error naming
                   a rank within 30 s, chorusrun stops with a clear message, and no process
                   of the job is left on any host.
+  kill_rank       2 hosts x 2 ranks started by the test itself (no launcher to step in),
+                  a 64 MiB all-reduce loop, SIGKILL rank 3: the other 3 return an error
+                  within CHORUS_TIMEOUT_S + 5 s (20 + 5), none hangs, /dev/shm of every
+                  host holds nothing of the job (tests/integration/lifecycle/kill_rank.py).
+  loss            5% of the packets arriving on every host dropped (iptables statistic in
+                  the host namespaces): 1000 random collectives (coll_stress --from-env,
+                  up to 1 MiB) on 2 hosts x 2 ranks complete with correct results.
+  link_down       the same job, then host 1's link is taken down for good in the switch
+                  namespace: every rank returns an error (CHORUS_TIMEOUT_S=20) within 30 s.
 """
 import os
 import re
@@ -30,10 +44,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "perf"))
 import check_perf_output as cpo  # noqa: E402  (the nccl-tests format checker)
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "lifecycle"))
+import kill_rank  # noqa: E402  (SIGKILL a rank; run_kill drives ranks on any host)
 
 CASES = {
     "chorusrun_2x2": 2, "chorusrun_4x1": 4, "mpirun_2x2": 2, "mpirun_4x1": 4,
     "slurm": 3, "early_exit": 2,
+    "kill_rank": 2, "loss": 2, "link_down": 2, "topology_4x2": 4,
 }
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]
@@ -230,6 +247,80 @@ def case_slurm(c):
     log("salloc + mpirun: ranks met through MPI")
 
 
+def parse_graphs(stderr):
+    """The ring and trees rank 0 logs at INFO in subsystem GRAPH (from comm_topo.cc)."""
+    ring = re.search(r"comm_topo\.cc:\d+ ring ([\d ]+) \((\d+) hosts\)", stderr)
+    expect(ring, "no 'ring ... (N hosts)' GRAPH line:\n%s" % stderr[-3000:])
+    trees = {}
+    for m in re.finditer(r"comm_topo\.cc:\d+ tree (\d) root (\d+);((?: \d+:(?:-|\d+)->(?:-|[\d,]+))+)", stderr):
+        links = {}
+        for item in m.group(3).split():
+            r, rest = item.split(":")
+            parent, kids = rest.split("->")
+            links[int(r)] = (-1 if parent == "-" else int(parent),
+                             [] if kids == "-" else [int(k) for k in kids.split(",")])
+        trees[int(m.group(1))] = (int(m.group(2)), links)
+    return [int(x) for x in ring.group(1).split()], int(ring.group(2)), trees
+
+
+def case_topology(c):
+    hosts = len(c.hosts)
+    n = 2 * hosts
+    spec = ",".join("%s:1" % h for h in c.hosts)
+    host_of = [r % hosts for r in range(n)]
+    coll = c.exe("tests/integration/coll/coll_proc_main")
+    dump_dir = c.exe("multinode-topo-%d" % os.getpid())
+    os.makedirs(dump_dir, exist_ok=True)
+    try:
+        env = {"CHORUS_DEBUG": "INFO", "CHORUS_DEBUG_SUBSYS": "INIT,GRAPH", "CHORUS_TIMEOUT_S": "120",
+               "CHORUS_TOPO_DUMP_FILE": os.path.join(dump_dir, "%h.xml")}
+        _, out, err, took = c.chorusrun(spec, ["-np", str(n), "--oversubscribe",
+                                               "-x", "CHORUS_DEBUG", "-x", "CHORUS_DEBUG_SUBSYS",
+                                               "-x", "CHORUS_TIMEOUT_S", "-x", "CHORUS_TOPO_DUMP_FILE",
+                                               coll] + MATRIX_ARGS, env=env, timeout=900)
+        expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
+        log("matrix passed on %d ranks placed round-robin over %d hosts in %.1f s" % (n, hosts, took))
+        check_transports(err, host_of)
+        ring, nhosts, trees = parse_graphs(err)
+        expect(nhosts == hosts, "GRAPH says %d hosts, want %d" % (nhosts, hosts))
+        expect(sorted(ring) == list(range(n)), "ring %s is not a permutation of 0..%d" % (ring, n - 1))
+        crossings = sum(host_of[ring[i]] != host_of[ring[(i + 1) % n]] for i in range(n))
+        expect(crossings == hosts, "ring %s crosses host boundaries %d times, want %d (hosts %s)"
+               % (ring, crossings, hosts, host_of))
+        log("ring %s crosses each of the %d host boundaries once (rank order would cross %d times)"
+            % (" ".join(map(str, ring)), hosts, sum(host_of[r] != host_of[(r + 1) % n] for r in range(n))))
+        expect(sorted(trees) == [0, 1], "want GRAPH lines for trees 0 and 1, got %s" % sorted(trees))
+        for t, (root, links) in trees.items():
+            expect(sorted(links) == list(range(n)), "tree %d does not list every rank" % t)
+            for r in range(n):
+                x, steps = r, 0
+                while x != root and steps <= n:
+                    x, steps = links[x][0], steps + 1
+                expect(x == root, "tree %d: rank %d does not reach the root %d" % (t, r, root))
+        for r in range(n):
+            expect(not (trees[0][1][r][1] and trees[1][1][r][1]),
+                   "rank %d is an interior node of both trees" % r)
+        log("trees: %s" % "; ".join("tree %d root %d" % (t, trees[t][0]) for t in (0, 1)))
+        dumped = sorted(os.listdir(dump_dir))
+        expect(dumped == sorted("%s.xml" % h for h in c.hosts),
+               "CHORUS_TOPO_DUMP_FILE: want one file per host, got %s" % dumped)
+        for f in dumped:
+            with open(os.path.join(dump_dir, f)) as fh:
+                expect("<topology" in fh.read(), "%s is not hwloc XML" % f)
+        log("CHORUS_TOPO_DUMP_FILE wrote %s" % ", ".join(dumped))
+    finally:
+        for f in os.listdir(dump_dir):
+            os.remove(os.path.join(dump_dir, f))
+        os.rmdir(dump_dir)
+    # All-reduce forced onto the double binary tree, across hosts.
+    _, out, _, took = c.chorusrun(spec, ["-np", str(n), "--oversubscribe", "-x", "CHORUS_ALGO",
+                                         "-x", "CHORUS_TIMEOUT_S", coll, "--coll", "all_reduce",
+                                         "--big", "none"],
+                                  env={"CHORUS_ALGO": "tree", "CHORUS_TIMEOUT_S": "120"}, timeout=600)
+    expect(out.count("-> PASS") == n, "CHORUS_ALGO=tree: want %d PASS lines:\n%s" % (n, out[-3000:]))
+    log("all_reduce on the double binary tree passed in %.1f s" % took)
+
+
 def case_early_exit(c):
     spec = ",".join("%s:2" % h for h in c.hosts)
     # 1) Through the library alone: the victim (rank 3, on host 1) exits with status 0,
@@ -277,6 +368,121 @@ def case_early_exit(c):
     log("no process of the job left on any host")
 
 
+def rank_prefixes(c, per_host):
+    """Per rank, the command prefix that runs a program inside its host."""
+    return [[c.tool, "exec", "--name", c.name, c.hosts[r // per_host], "--"]
+            for r in range(len(c.hosts) * per_host)]
+
+
+def shm_clean(c):
+    for h in range(len(c.hosts)):
+        _, out, _, _ = c.run(["ls", "-A", "/dev/shm"], host=h)
+        left = [f for f in out.split() if f.startswith("chorus-")]
+        expect(not left, "%s: left in /dev/shm: %s" % (c.hosts[h], left))
+
+
+def case_kill_rank(c):
+    try:
+        took, lines, _ = kill_rank.run_kill(
+            rank_prefixes(c, 2), c.exe("tests/integration/lifecycle/kill_worker"),
+            "%s.1:29611" % c.subnet, 3, 20, 64 << 20, cwd=c.build)
+    except kill_rank.Failure as e:
+        raise Failure(str(e))
+    for l in lines:
+        log(l)
+    log("every survivor returned an error; the last exited %.1f s after the kill (bound 25 s)"
+        % took)
+    time.sleep(0.5)
+    left = c.leftovers() + ["%s: %d" % (c.hosts[h], pid) for h in range(len(c.hosts))
+                            for pid, _ in c.pids(h, "kill_worker")]
+    expect(not left, "processes left behind: %s" % left)
+    shm_clean(c)
+    log("no process and nothing in /dev/shm left on any host")
+
+
+def netns_iptables(c, host, args):
+    """iptables inside a host's own network namespace (never the root namespace's)."""
+    cmd = ["ip", "netns", "exec", c.hosts[host], "iptables"] + args
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    expect(p.returncode == 0, "%s: %s" % (" ".join(cmd), p.stderr.strip()))
+    return p.stdout
+
+
+STRESS = "tests/integration/coll/coll_stress"
+
+
+def case_loss(c):
+    if subprocess.run(["sh", "-c", "command -v iptables"], capture_output=True).returncode:
+        raise Failure("iptables is not installed (apt-get install iptables)")
+    for h in range(len(c.hosts)):
+        netns_iptables(c, h, ["-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random",
+                              "--probability", "0.05", "-j", "DROP"])
+    log("dropping 5% of the packets arriving on eth0 of every host")
+    spec = ",".join("%s:2" % h for h in c.hosts)
+    _, out, _, took = c.chorusrun(spec, ["-x", "CHORUS_TIMEOUT_S", c.exe(STRESS), "--from-env",
+                                         "--calls", "1000", "--max-bytes", "1048576"],
+                                  env={"CHORUS_TIMEOUT_S": "120"}, timeout=560)
+    passed = [l for l in out.splitlines() if ": PASS 1000 random collectives" in l]
+    expect(len(passed) == 4, "want 4 ranks passing 1000 collectives:\n%s" % out[-3000:])
+    drops = 0
+    for h in range(len(c.hosts)):
+        for line in netns_iptables(c, h, ["-L", "INPUT", "-v", "-n", "-x"]).splitlines():
+            if "statistic" in line:
+                drops += int(line.split()[0])
+    expect(drops > 0, "iptables dropped no packet: the loss rule did not act")
+    log("1000 random collectives correct on 4 ranks in %.1f s with 5%% loss (%d packets dropped)"
+        % (took, drops))
+
+
+def case_link_down(c):
+    prefixes = rank_prefixes(c, 2)
+    n = len(prefixes)
+    ranks = []
+    try:
+        for r in range(n):
+            env = dict(os.environ, CHORUS_RANK=str(r), CHORUS_WORLD_SIZE=str(n),
+                       CHORUS_INIT="tcp://%s.1:29612" % c.subnet, CHORUS_TIMEOUT_S="20")
+            env.pop("CHORUS_INIT_SERVED", None)
+            ranks.append(kill_rank.Rank(r, prefixes[r] + [c.exe(STRESS), "--from-env", "--calls",
+                                                          "100000000", "--max-bytes", "262144"],
+                                        env, c.build))
+        t0 = time.time()
+        while not all(any("calls ok" in l for l in k.lines) for k in ranks):
+            for k in ranks:
+                expect(k.proc.poll() is None, "rank %d exited early:\n    %s" % (k.rank, k.tail()))
+            expect(time.time() - t0 < 120, "the job did not get going in 120 s")
+            time.sleep(0.05)
+        sw = c.name + "-sw"
+        p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"], capture_output=True,
+                           text=True)
+        expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+        down = time.time()
+        log("host 1's link is down (ip -n %s link set h1 down)" % sw)
+        while time.time() - down < 30 and any(k.proc.poll() is None for k in ranks):
+            for k in ranks:
+                if k.exit_time is None and k.proc.poll() is not None:
+                    k.exit_time = time.time()
+            time.sleep(0.05)
+        for k in ranks:
+            if k.exit_time is None and k.proc.poll() is not None:
+                k.exit_time = time.time()
+        hung = [k.rank for k in ranks if k.proc.poll() is None]
+        expect(not hung, "ranks %s still running 30 s after the link went down" % hung)
+        time.sleep(0.2)
+        for k in ranks:
+            err = [l for l in k.lines if ": ERROR " in l]
+            expect(k.proc.returncode == 3 and err, "rank %d: exit %d, want 3 (an error):\n    %s"
+                   % (k.rank, k.proc.returncode, k.tail()))
+            log("%s [exited %.1f s after the link went down]" % (err[0][:300], k.exit_time - down))
+        log("every rank returned an error; the last %.1f s after the link went down"
+            % max(k.exit_time - down for k in ranks))
+    finally:
+        for k in ranks:
+            if k.proc.poll() is None:
+                k.proc.kill()
+                k.proc.wait()
+
+
 def inner(case, src, build):
     c = Cluster(src, build)
     if case == "chorusrun_2x2":
@@ -291,6 +497,14 @@ def inner(case, src, build):
         case_slurm(c)
     elif case == "early_exit":
         case_early_exit(c)
+    elif case == "kill_rank":
+        case_kill_rank(c)
+    elif case == "loss":
+        case_loss(c)
+    elif case == "link_down":
+        case_link_down(c)
+    elif case == "topology_4x2":
+        case_topology(c)
     log("%s: PASS" % case)
 
 
