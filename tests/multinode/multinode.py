@@ -32,6 +32,13 @@ Cases:
   loss            5% of the packets arriving on every host dropped (iptables statistic in
                   the host namespaces): 1000 random collectives (coll_stress --from-env,
                   up to 1 MiB) on 2 hosts x 2 ranks complete with correct results.
+  loss_delay      the same 1000 collectives with 5% loss and 5 ms delay on every host's
+                  incoming packets: no netem here, so the case's own tests/multinode/netdelay
+                  (libnetfilter-queue) runs inside each host and holds the packets an
+                  `iptables -j NFQUEUE` rule on INPUT hands it; `ping -U` (user-to-user
+                  time: ping's kernel receive stamp would hide the local hold) must show a
+                  round trip of >= 2 x 5 ms before the loss is turned on. Fails, not skips,
+                  where netdelay was not built (libnetfilter-queue-dev missing).
   link_down       the same job, then host 1's link is taken down for good in the switch
                   namespace: every rank returns an error (CHORUS_TIMEOUT_S=20) within 30 s.
 """
@@ -50,7 +57,7 @@ import kill_rank  # noqa: E402  (SIGKILL a rank; run_kill drives ranks on any ho
 CASES = {
     "chorusrun_2x2": 2, "chorusrun_4x1": 4, "mpirun_2x2": 2, "mpirun_4x1": 4,
     "slurm": 3, "early_exit": 2,
-    "kill_rank": 2, "loss": 2, "link_down": 2, "topology_4x2": 4,
+    "kill_rank": 2, "loss": 2, "loss_delay": 2, "link_down": 2, "topology_4x2": 4,
 }
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]
@@ -411,13 +418,20 @@ def netns_iptables(c, host, args):
 STRESS = "tests/integration/coll/coll_stress"
 
 
+LOSS_RULE = ["INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random",
+             "--probability", "0.05", "-j", "DROP"]
+
+
 def case_loss(c):
     if subprocess.run(["sh", "-c", "command -v iptables"], capture_output=True).returncode:
         raise Failure("iptables is not installed (apt-get install iptables)")
     for h in range(len(c.hosts)):
-        netns_iptables(c, h, ["-A", "INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random",
-                              "--probability", "0.05", "-j", "DROP"])
+        netns_iptables(c, h, ["-A"] + LOSS_RULE)
     log("dropping 5% of the packets arriving on eth0 of every host")
+    stress_under_loss(c, "5% loss")
+
+
+def stress_under_loss(c, what):
     spec = ",".join("%s:2" % h for h in c.hosts)
     _, out, _, took = c.chorusrun(spec, ["-x", "CHORUS_TIMEOUT_S", c.exe(STRESS), "--from-env",
                                          "--calls", "1000", "--max-bytes", "1048576"],
@@ -430,8 +444,85 @@ def case_loss(c):
             if "statistic" in line:
                 drops += int(line.split()[0])
     expect(drops > 0, "iptables dropped no packet: the loss rule did not act")
-    log("1000 random collectives correct on 4 ranks in %.1f s with 5%% loss (%d packets dropped)"
-        % (took, drops))
+    log("1000 random collectives correct on 4 ranks in %.1f s with %s (%d packets dropped)"
+        % (took, what, drops))
+
+
+NETDELAY = "tests/multinode/netdelay"
+DELAY_MS = 5
+DELAY_QUEUE = 4077  # NFQUEUE numbers are per network namespace: each host has its own
+
+
+def ping_rtt(c, src, dst, count):
+    """min and avg round trip in ms, user to user (-U: ping's default kernel receive
+    timestamp is taken before INPUT and so would not see the hold on src's side)."""
+    _, out, _, _ = c.run(["ping", "-U", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2",
+                          "%s.%d" % (c.subnet, dst + 1)], host=src, timeout=60, want=None)
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", out)
+    expect(m, "ping %s -> %s: no round trip times:\n%s" % (c.hosts[src], c.hosts[dst], out))
+    return float(m.group(1)), float(m.group(2))
+
+
+def case_loss_delay(c):
+    if subprocess.run(["sh", "-c", "command -v iptables"], capture_output=True).returncode:
+        raise Failure("iptables is not installed (apt-get install iptables)")
+    prog = c.exe(NETDELAY)
+    expect(os.access(prog, os.X_OK),
+           "%s was not built: it needs libnetfilter-queue (apt-get install libnetfilter-queue-dev,"
+           " or tools/deps; then reconfigure the build): without it there is no way to delay "
+           "packets here (no netem)" % prog)
+    base = ping_rtt(c, 1, 0, 5)
+    log("round trip %s -> %s without delay: min %.3f ms, avg %.3f ms"
+        % (c.hosts[1], c.hosts[0], base[0], base[1]))
+    delays, rules = [], []
+    try:
+        for h in range(len(c.hosts)):
+            cmd = [c.tool, "exec", "--name", c.name, c.hosts[h], "--", prog,
+                   "--queue", str(DELAY_QUEUE), "--delay-ms", str(DELAY_MS)]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 cwd=c.build)
+            delays.append(p)
+            line = p.stdout.readline()  # "ready" once bound, or EOF when it failed
+            expect("ready" in line, "%s on %s did not start (NFQUEUE missing from the kernel?): "
+                   "%s%s" % (NETDELAY, c.hosts[h], line, p.stderr.read() if p.poll() is not None
+                             or not line else ""))
+        # Every IP packet arriving on eth0 (TCP, and ICMP for the ping check) waits in the
+        # host's netdelay; ARP does not pass iptables.
+        for h in range(len(c.hosts)):
+            rule = ["INPUT", "-i", "eth0", "-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE)]
+            netns_iptables(c, h, ["-A"] + rule)
+            rules.append((h, rule))
+        log("holding every packet arriving on eth0 of every host for %d ms (NFQUEUE %d + %s)"
+            % (DELAY_MS, DELAY_QUEUE, NETDELAY))
+        for src, dst in ((1, 0), (0, 1)):
+            lo, avg = ping_rtt(c, src, dst, 10)
+            expect(lo >= 2 * DELAY_MS * 0.95,
+                   "ping %s -> %s: round trip min %.3f ms with %d ms on each receiver, want >= "
+                   "%.1f ms: the delay does not act" % (c.hosts[src], c.hosts[dst], lo, DELAY_MS,
+                                                        2 * DELAY_MS * 0.95))
+            log("round trip %s -> %s with the delay: min %.3f ms, avg %.3f ms (2 x %d ms held)"
+                % (c.hosts[src], c.hosts[dst], lo, avg, DELAY_MS))
+        # The loss first: a dropped packet is not held for nothing.
+        for h in range(len(c.hosts)):
+            netns_iptables(c, h, ["-I", LOSS_RULE[0], "1"] + LOSS_RULE[1:])
+            rules.append((h, LOSS_RULE))
+        log("dropping 5% of the packets arriving on eth0 of every host")
+        stress_under_loss(c, "5%% loss and %d ms delay" % DELAY_MS)
+    finally:
+        for h, rule in rules:
+            subprocess.run(["ip", "netns", "exec", c.hosts[h], "iptables", "-D"] + rule,
+                           capture_output=True)
+        for h, p in enumerate(delays):
+            if p.poll() is None:
+                p.terminate()
+            try:
+                out, err = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            for l in (out + err).splitlines():
+                if l.strip() and "ready" not in l:
+                    log("%s: %s" % (c.hosts[h], l.strip()))
 
 
 def case_link_down(c):
@@ -501,6 +592,8 @@ def inner(case, src, build):
         case_kill_rank(c)
     elif case == "loss":
         case_loss(c)
+    elif case == "loss_delay":
+        case_loss_delay(c)
     elif case == "link_down":
         case_link_down(c)
     elif case == "topology_4x2":
