@@ -58,6 +58,10 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
     CHORUS_FAIL(chorusInvalidArgument, "%s: rank %d is outside [0, %d)", api, rank, nranks);
   CHORUS_CHECK(checkConfig(config, api));
   auto* comm = new chorusComm();
+  // Known now: set before any init thread starts, so API calls racing a non-blocking init
+  // read them safely (commInit finds them set and leaves them alone).
+  comm->rank = rank;
+  comm->nranks = nranks;
   comm->flight = std::make_unique<FlightRecorder>(
       static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(paramInt(Param::FlightRecorderSize), 0), 1 << 20)));
   comm->checkMode = paramInt(Param::CheckMode) != 0;

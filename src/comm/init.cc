@@ -130,8 +130,8 @@ chorusResult_t connectTransports(chorusComm* comm) {
 
 chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, int rank,
                         const chorusConfig_t* config) {
-  comm->rank = rank;
-  comm->nranks = nranks;
+  if (comm->rank != rank) comm->rank = rank;  // written only when not set before
+  if (comm->nranks != nranks) comm->nranks = nranks;
   comm->id = id;
   setLogRank(rank);
   int64_t timeoutS = paramInt(Param::TimeoutS);
