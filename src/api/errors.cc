@@ -1,4 +1,6 @@
 // errors.cc — version, result strings and last-error detail.
+#include <string>
+
 #include "chorus.h"
 #include "comm/comm.h"
 #include "core/checks.h"
@@ -31,8 +33,12 @@ CHORUS_API const char* chorusGetErrorString(chorusResult_t result) {
 
 CHORUS_API const char* chorusGetLastError(chorusComm_t comm) {
   if (comm == nullptr || comm->magic != chorus::kCommMagic) return chorus::threadLastError();
+  // A copy per calling thread: another thread (a non-blocking init, a stream worker) may
+  // record a new error on the communicator while the caller still reads this one.
+  thread_local std::string copy;
   std::lock_guard<std::mutex> lock(comm->errorMutex);
-  return comm->lastError.c_str();
+  copy = comm->lastError;
+  return copy.c_str();
 }
 
 }  // extern "C"
