@@ -9,8 +9,9 @@
 # root replies), tcp_wire (tcp transport hello and stripe headers against a receiver
 # model), hostlist (Slurm host lists), rendezvous (tcp://host:port, CHORUS_SECRET).
 #
-# Environment: FUZZ_SECONDS (per target, default 60), FUZZ_OUT (build and corpus directory,
-# default build-fuzz), CLANGXX (default clang++). Each target starts from a few seeds
+# Environment: FUZZ_SECONDS (per target, default 60), FUZZ_JOBS (targets run at once,
+# default nproc), FUZZ_OUT (build and corpus directory, default build-fuzz), CLANGXX
+# (default clang++). Each target starts from a few seeds
 # written here plus the corpus left by earlier runs in FUZZ_OUT. Exits non-zero as soon as
 # a target finds a crash (its reproducer is left in FUZZ_OUT/<target>/, named crash-*),
 # or when clang or its libFuzzer runtime is missing.
@@ -84,16 +85,41 @@ for t in $TARGETS; do
   (cd "$SRC" && $CXX $FLAGS -o "$OUT/$t/fuzz_$t" "tests/fuzz/fuzz_$t.cc" $src -lpthread)
   seed "$t"
 done
-for t in $TARGETS; do
+# Runs one target for SECS seconds; its verdict goes to OUT/<target>/verdict.
+run_target() {
+  t=$1
   echo "== fuzz_$t: running ${SECS} s" >&2
-  (cd "$OUT/$t" && CHORUS_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 \
+  if (cd "$OUT/$t" && CHORUS_DEBUG=NONE ASAN_OPTIONS=detect_leaks=1 \
     ./"fuzz_$t" -max_total_time="$SECS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-      -print_final_stats=1 corpus seeds 2>"$OUT/$t/log.txt") || {
-    echo "fuzz_$t FAILED; tail of $OUT/$t/log.txt:" >&2
-    tail -40 "$OUT/$t/log.txt" >&2
-    exit 1
-  }
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/$t/log.txt")
-  cov=$(grep -o 'cov: [0-9]*' "$OUT/$t/log.txt" | tail -1)
-  echo "fuzz_$t: ${runs:-?} inputs in ${SECS} s, ${cov:-cov ?}, no crash" >&2
+      -print_final_stats=1 corpus seeds 2>"$OUT/$t/log.txt"); then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/$t/log.txt")
+    cov=$(grep -o 'cov: [0-9]*' "$OUT/$t/log.txt" | tail -1)
+    echo "fuzz_$t: ${runs:-?} inputs in ${SECS} s, ${cov:-cov ?}, no crash" >"$OUT/$t/verdict"
+  else
+    echo "fuzz_$t FAILED (reproducer: $OUT/$t/crash-*)" >"$OUT/$t/verdict"
+  fi
+}
+
+# The targets are single-threaded: FUZZ_JOBS of them (default: one per core) run at once,
+# so CI gets a full FUZZ_SECONDS per target in a fraction of the serial time.
+JOBS=${FUZZ_JOBS:-$(nproc)}
+running=0
+for t in $TARGETS; do
+  rm -f "$OUT/$t/verdict"
+  run_target "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then
+    wait
+    running=0
+  fi
 done
+wait
+failed=0
+for t in $TARGETS; do
+  v=$(cat "$OUT/$t/verdict" 2>/dev/null || echo "fuzz_$t FAILED (no verdict)")
+  echo "$v" >&2
+  case $v in
+    *FAILED*) failed=1; tail -40 "$OUT/$t/log.txt" >&2 ;;
+  esac
+done
+exit $failed
