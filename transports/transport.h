@@ -55,6 +55,10 @@ class SendConn {
   virtual size_t llMaxBytes() const = 0;
   /// Sends a small message on the low-latency path.
   virtual chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) = 0;
+  /// For callers that poll with tryAcquire (send/recv batches) and so never see a waiting
+  /// call's error: chorusSuccess while the connection can still deliver, else the error
+  /// (message set) a blocking call would return. May cost a system call: call it rarely.
+  virtual chorusResult_t check(const char* what) { (void)what; return chorusSuccess; }
 };
 
 class RecvConn {
@@ -74,6 +78,9 @@ class RecvConn {
   /// releaseLL. Transports without shared buffers copy into their own staging.
   virtual chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) = 0;
   virtual void releaseLL() = 0;
+  /// As SendConn::check, for callers polling with test(); call it after test() found
+  /// nothing (what arrived before a failure is still delivered).
+  virtual chorusResult_t check(const char* what) { (void)what; return chorusSuccess; }
 };
 
 /// What a transport may need to know while it sets up one communicator's connections.
@@ -85,6 +92,9 @@ struct TransportContext {
   size_t slotBytes;        ///< CHORUS_CHUNKSIZE
   int fifoDepth;
   size_t llBytes;          ///< CHORUS_LL_THRESHOLD
+  /// Point-to-point records between two ranks during connect (rdma swaps its per-pair
+  /// queue pair numbers here: they do not fit the allgathered info).
+  class Bootstrap* bootstrap = nullptr;
 };
 
 constexpr size_t kConnectInfoBytes = 128;

@@ -7,6 +7,7 @@
 // like the FIFO that carries them.
 #include <algorithm>
 #include <cstring>
+#include <cstdio>
 #include <vector>
 
 #include "algorithms/algorithms.h"
@@ -99,6 +100,25 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
     return moved;
   };
 
+  // A poller never sees a waiting call's error, so now and then the blocked connections
+  // are asked whether their peer is still there: a dead peer (closed socket, exited
+  // process) would otherwise look like a slow one until the deadline.
+  constexpr int64_t kPeerCheckNs = 200000000;
+  int64_t nextPeerCheck = nowNs() + kPeerCheckNs;
+  unsigned polls = 0;
+  auto checkBlocked = [&]() -> chorusResult_t {
+    for (auto& s : st) {
+      if (s.done == s.bytes) continue;
+      const size_t peer = static_cast<size_t>(s.op->root);
+      char what[96];
+      snprintf(what, sizeof(what), "a %s of %zu bytes %s rank %d", s.isSend ? "send" : "receive",
+               s.bytes, s.isSend ? "to" : "from", s.op->root);
+      chorusResult_t r = s.isSend ? comm->sendConn[peer]->check(what) : comm->recvConn[peer]->check(what);
+      if (r != chorusSuccess) return r;
+    }
+    return chorusSuccess;
+  };
+
   WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "send/recv"};
   for (;;) {
     bool allDone = false;
@@ -111,7 +131,12 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
         [&] {
           bool d = false;
           bool m = progress(&d, &err);
-          return m || d || err != chorusSuccess;
+          if (m || d || err != chorusSuccess) return true;
+          if ((++polls & 63) == 0 && nowNs() > nextPeerCheck) {
+            nextPeerCheck = nowNs() + kPeerCheckNs;
+            err = checkBlocked();
+          }
+          return err != chorusSuccess;
         },
         w, nullptr);
     if (err != chorusSuccess) return err;

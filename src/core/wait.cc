@@ -15,8 +15,8 @@ constexpr int64_t kYieldPhaseNs = 2000000;   // 2 ms
 constexpr int64_t kSleepSliceNs = 10000000;  // futex timeout: re-check deadline/abort
 constexpr int64_t kPeerCheckNs = 500000000;  // how often a sleeping waiter checks its peer
 
-// Gone: no such process, or a zombie (killed, not yet reaped by its parent — a launcher
-// that is slow to wait(), or none at all, must not hide a dead peer until the timeout).
+}  // namespace
+
 bool processGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
   char path[32];
@@ -30,7 +30,6 @@ bool processGone(int pid) {
   const char* p = strrchr(buf, ')');  // the command name may hold spaces and parentheses
   return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
-}  // namespace
 
 chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
                         int watchPid) {

@@ -50,6 +50,10 @@ inline void ringDoorbell(Doorbell* bell) {
   }
 }
 
+/// True once process `pid` is gone: no such process, or a zombie (killed, not yet reaped by
+/// its parent — a launcher slow to wait(), or none at all, must not hide a dead peer).
+bool processGone(int pid);
+
 /// Slow part of waitUntil (out of line: keeps the fast path small).
 chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
                         int watchPid);

@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "core/checks.h"
 #include "core/debug.h"
+#include "cuda/device_path.h"
 #include "enqueue/stream.h"
 
 namespace chorus {
@@ -33,6 +34,7 @@ chorusResult_t runBatches(std::vector<std::pair<chorusComm*, std::vector<Op>>>& 
   if (batches.size() == 1) {
     chorusResult_t r = executeBatch(batches[0].first, batches[0].second);
     if (async) recordAsync(batches[0].first, r);
+    else commRecordError(batches[0].first, r);  // chorusGetLastError(comm) tells why
     return r;
   }
   std::vector<chorusResult_t> results(batches.size(), chorusSuccess);
@@ -60,6 +62,22 @@ chorusResult_t runBatches(std::vector<std::pair<chorusComm*, std::vector<Op>>>& 
     }
   }
   return first;
+}
+
+using Batches = std::vector<std::pair<chorusComm*, std::vector<Op>>>;
+
+// The ops of a group, one batch per communicator, in first-seen order.
+void groupByComm(const std::vector<Op>& ops, Batches* batches) {
+  for (const Op& op : ops) {
+    auto it = batches->begin();
+    for (; it != batches->end(); ++it)
+      if (it->first == op.comm) break;
+    if (it == batches->end()) {
+      batches->push_back({op.comm, {}});
+      it = batches->end() - 1;
+    }
+    it->second.push_back(op);
+  }
 }
 
 }  // namespace
@@ -95,6 +113,12 @@ chorusResult_t enqueueOp(const Op& call) {
     tlsGroup.ops.push_back(op);
     return chorusSuccess;
   }
+  if (__builtin_expect(op.stream != nullptr && op.stream->cuda != nullptr, 0))
+    return cuda::enqueueDeviceOps(op.stream, {op}, [](std::vector<Op>& ops) {
+      chorusResult_t r = executeBatch(ops[0].comm, ops);
+      recordAsync(ops[0].comm, r);
+      return r;
+    });
   if (op.stream == nullptr) {
     chorusComm* comm = op.comm;
     std::lock_guard<std::mutex> lock(comm->execMutex);
@@ -133,18 +157,15 @@ chorusResult_t groupEnd() {
   ops.swap(tlsGroup.ops);
   if (ops.empty()) return chorusSuccess;
 
-  auto batches = std::make_shared<std::vector<std::pair<chorusComm*, std::vector<Op>>>>();
-  for (const Op& op : ops) {
-    auto it = batches->begin();
-    for (; it != batches->end(); ++it)
-      if (it->first == op.comm) break;
-    if (it == batches->end()) {
-      batches->push_back({op.comm, {}});
-      it = batches->end() - 1;
-    }
-    it->second.push_back(op);
-  }
   chorusStream_t stream = ops.front().stream;
+  if (stream != nullptr && stream->cuda != nullptr)
+    return cuda::enqueueDeviceOps(stream, ops, [](std::vector<Op>& staged) {
+      Batches bs;
+      groupByComm(staged, &bs);
+      return runBatches(bs, true);
+    });
+  auto batches = std::make_shared<Batches>();
+  groupByComm(ops, batches.get());
   if (stream == nullptr) return runBatches(*batches, false);
   for (auto& b : *batches) b.first->activeCalls.fetch_add(1, std::memory_order_acq_rel);
   auto release = [](decltype(*batches)& bs) {

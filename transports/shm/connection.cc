@@ -2,8 +2,18 @@
 
 #include <cstring>
 
+#include "core/checks.h"
+
 namespace chorus {
 namespace shm {
+
+chorusResult_t peerCheck(const ConnView& v, const char* what) {
+  if (v.peerPid <= 0 || !processGone(v.peerPid)) return chorusSuccess;
+  return fail(chorusRemoteError, __FILE__, __LINE__,
+              "rank %d (pid %d, same host) is gone: its process exited or was killed during %s",
+              v.peerRank, v.peerPid, what ? what : "a transfer");
+}
+
 namespace {
 
 inline std::atomic<uint64_t>* llFlag(char* buf, size_t bytes) {

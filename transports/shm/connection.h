@@ -18,7 +18,11 @@ struct ConnView {
   Doorbell* localBell;
   Doorbell* remoteBell;
   int peerPid;         // the other end's process (same host): waits notice when it dies
+  int peerRank;
 };
+
+/// chorusRemoteError naming the peer once its process is gone (ConnView::peerPid).
+chorusResult_t peerCheck(const ConnView& v, const char* what);
 
 class ShmSendConn final : public SendConn {
  public:
@@ -29,6 +33,7 @@ class ShmSendConn final : public SendConn {
   void post(size_t bytes) override;
   size_t llMaxBytes() const override { return v_.geo.llMax; }
   chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override;
+  chorusResult_t check(const char* what) override { return peerCheck(v_, what); }
 
  private:
   ConnView v_;
@@ -49,6 +54,7 @@ class ShmRecvConn final : public RecvConn {
   chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) override;
   chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) override;
   void releaseLL() override;
+  chorusResult_t check(const char* what) override { return peerCheck(v_, what); }
 
  private:
   ConnView v_;

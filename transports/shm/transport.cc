@@ -138,6 +138,7 @@ chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, cons
     v.localBell = local;
     v.remoteBell = remote;
     v.peerPid = (*ctx.peers)[static_cast<size_t>(peer)].pid;
+    v.peerRank = peer;
     return v;
   };
   // We write into our area of the peer's segment; the peer writes into its area of ours.

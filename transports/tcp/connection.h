@@ -25,6 +25,9 @@ class TcpSendConn final : public SendConn {
   void post(size_t bytes) override { publish(bytes, 0); }
   size_t llMaxBytes() const override { return llMax_; }
   chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override;
+  chorusResult_t check(const char* what) override {
+    return c_->healthy() ? chorusSuccess : c_->raise(what);
+  }
 
  private:
   void publish(size_t bytes, uint8_t flags);
@@ -46,6 +49,9 @@ class TcpRecvConn final : public RecvConn {
   chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) override;
   chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) override;
   void releaseLL() override {}
+  chorusResult_t check(const char* what) override {
+    return c_->healthy() ? chorusSuccess : c_->raise(what);
+  }
 
  private:
   /// Waits for the next message, whatever its kind.

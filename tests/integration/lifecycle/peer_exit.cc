@@ -1,6 +1,6 @@
 // peer_exit.cc — what the survivors see when a rank's process exits in the middle of a job.
 //
-//   chorusrun -np N peer_exit [--victim R] [--bytes B] [--within S]
+//   chorusrun -np N peer_exit [--victim R] [--bytes B] [--within S] [--p2p]
 //
 // Every rank initializes from the environment and runs one checked all-reduce. Then the
 // victim rank (default: the last) leaves with _exit(0) — a clean exit status, so the
@@ -10,7 +10,9 @@
 // which the test sets higher), and the error text must name a rank. Survivors exit 0 when
 // that holds and 1 otherwise. Same host: the shm transport notices that the process is
 // gone; another host: the tcp connection closes; a survivor whose neighbour failed sees
-// that neighbour leave in turn.
+// that neighbour leave in turn. --p2p: the second call is a ring exchange of B bytes
+// (send to rank+1, receive from rank-1 in one group) instead, for the polling send/recv
+// path, which has no waiting call to see the failure.
 #include <chorus.h>
 #include <unistd.h>
 
@@ -27,11 +29,14 @@ int main(int argc, char** argv) {
   int victim = -1;
   size_t bytes = 16u << 20;
   double within = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool p2p = false;
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--p2p")) { p2p = true; --i; continue; }
+    if (i + 1 >= argc) { std::fprintf(stderr, "peer_exit: %s needs a value\n", argv[i]); return 2; }
     if (!std::strcmp(argv[i], "--victim")) victim = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
     else if (!std::strcmp(argv[i], "--within")) within = std::atof(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S]\n"); return 2; }
+    else { std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S] [--p2p]\n"); return 2; }
   }
   chorusComm_t comm = nullptr;
   const char* how = "";
@@ -67,8 +72,16 @@ int main(int argc, char** argv) {
   chorusResult_t r = chorusSuccess;
   // Keep calling until one fails: a survivor far from the victim may complete a call or two
   // before the failure reaches it.
+  std::vector<float> in(p2p ? count : 0);
+  auto exchange = [&] {
+    chorusGroupStart();
+    chorusSend(buf.data(), count, chorusFloat32, (rank + 1) % n, comm, nullptr);
+    chorusRecv(in.data(), count, chorusFloat32, (rank + n - 1) % n, comm, nullptr);
+    return chorusGroupEnd();
+  };
   for (int i = 0; i < 1000 && r == chorusSuccess; ++i)
-    r = chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr);
+    r = p2p ? exchange()
+            : chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr);
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string why = chorusGetLastError(comm);
