@@ -150,30 +150,45 @@ bool RecvChannel::acceptHeader(int s, Sock& k) {
   return true;
 }
 
+namespace {
+
+enum class Recv { kGot, kWouldBlock, kClosed, kError };
+
+// One recv() into buf[*done, want): kGot advances *done; kClosed is an orderly end of the
+// stream; kError leaves errno for the caller.
+Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
+  for (;;) {
+    const ssize_t r = ::recv(fd, buf + *done, want - *done, 0);
+    if (r > 0) {
+      *done += static_cast<size_t>(r);
+      return Recv::kGot;
+    }
+    if (r == 0) return Recv::kClosed;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? Recv::kWouldBlock : Recv::kError;
+  }
+}
+
+}  // namespace
+
 // Moves socket s forward as far as it can. Returns false when it stopped for good (the
 // channel failed); true when it would block or must wait for a free slot.
 bool RecvChannel::readSock(int s, Sock& k) {
   for (;;) {
     if (!k.haveHdr) {
-      ssize_t r = ::recv(k.fd.get(), reinterpret_cast<char*>(&k.hdr) + k.hdrDone,
-                         sizeof(k.hdr) - k.hdrDone, 0);
-      if (r == 0 && k.hdrDone == 0) {
+      const Recv got = recvSome(k.fd.get(), reinterpret_cast<char*>(&k.hdr), sizeof(k.hdr),
+                                &k.hdrDone);
+      if (got == Recv::kWouldBlock) return true;
+      if (got == Recv::kClosed && k.hdrDone == 0) {
         // A clean end between stripes: the other sockets may still hold whole messages
         // (a sender flushes, then closes them one by one). checkClosed decides.
         k.eof = true;
         return true;
       }
-      if (r == 0) {
-        socketFailed(this, 0, "receiving");
+      if (got != Recv::kGot) {
+        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving");
         return false;
       }
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        socketFailed(this, errno, "receiving");
-        return false;
-      }
-      k.hdrDone += static_cast<size_t>(r);
       if (k.hdrDone < sizeof(k.hdr)) continue;
       if (!acceptHeader(s, k)) return false;
       k.haveHdr = true;
@@ -204,19 +219,12 @@ bool RecvChannel::readSock(int s, Sock& k) {
       return false;
     }
     while (k.dataDone < k.hdr.len) {
-      ssize_t r = ::recv(k.fd.get(), ring.slot(seq) + k.hdr.offset + k.dataDone,
-                         k.hdr.len - k.dataDone, 0);
-      if (r == 0) {
-        socketFailed(this, 0, "receiving");
+      const Recv got = recvSome(k.fd.get(), ring.slot(seq) + k.hdr.offset, k.hdr.len, &k.dataDone);
+      if (got == Recv::kWouldBlock) return true;
+      if (got != Recv::kGot) {
+        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving");
         return false;
       }
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-        socketFailed(this, errno, "receiving");
-        return false;
-      }
-      k.dataDone += static_cast<size_t>(r);
     }
     ++st.got;
     st.mask |= 1u << s;
