@@ -1,0 +1,88 @@
+#include "work.h"
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/jit_type.h>
+
+#include <stdexcept>
+
+#include "completion_queue.h"
+
+namespace chorus_torch {
+
+ChorusWork::ChorusWork(int rank, c10d::OpType type, std::string name, uint64_t seq,
+                       std::chrono::milliseconds timeout, std::vector<at::Tensor> outputs,
+                       std::function<void(bool ok)> finish, std::vector<at::Tensor> keepAlive,
+                       std::shared_ptr<CompletionQueue> queue, int sourceRank)
+    : c10d::Work(rank, type),
+      name_(std::move(name)),
+      seq_(seq),
+      timeout_(timeout),
+      sourceRank_(sourceRank),
+      outputs_(std::move(outputs)),
+      finish_(std::move(finish)),
+      keepAlive_(std::move(keepAlive)),
+      queue_(std::move(queue)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+bool ChorusWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool ChorusWork::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && !exception_;
+}
+
+std::exception_ptr ChorusWork::exception() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return exception_;
+}
+
+int ChorusWork::sourceRank() const {
+  if (sourceRank_ < 0) return c10d::Work::sourceRank();  // throws: not a receive
+  return sourceRank_;
+}
+
+std::vector<at::Tensor> ChorusWork::result() { return outputs_; }
+
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  // With no explicit limit the caller settles the stream itself (one hand-off fewer);
+  // an explicit limit must be honoured, so then only the queue's thread settles.
+  if (timeout == kNoTimeout && !isCompleted()) queue_->settle();
+  const auto limit = timeout == kNoTimeout ? timeout_ : timeout;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!cv_.wait_for(lock, limit, [this] { return completed_; }))
+    throw std::runtime_error("chorus: " + name_ + " #" + std::to_string(seq_) + " on rank " +
+                             std::to_string(rank_) + " did not complete within " +
+                             std::to_string(limit.count()) + " ms");
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() { return future_; }
+
+void ChorusWork::complete(const std::string& error) {
+  std::exception_ptr eptr;
+  if (!error.empty()) eptr = std::make_exception_ptr(std::runtime_error(error));
+  try {
+    if (finish_) finish_(!eptr);
+  } catch (...) {
+    if (!eptr) eptr = std::current_exception();
+  }
+  finish_ = nullptr;
+  keepAlive_.clear();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = eptr;
+  }
+  cv_.notify_all();
+  if (eptr)
+    future_->setError(eptr);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+}  // namespace chorus_torch
