@@ -297,6 +297,13 @@ CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
                                      chorusStream_t stream);
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream);
+/** Receives `count` elements from whichever other rank's send arrives first (MPI's
+ *  MPI_ANY_SOURCE); *peer is that rank once the receive has completed (for a stream: after
+ *  chorusStreamSynchronize). The matching send is a plain chorusSend of the same size.
+ *  Not inside chorusGroupStart/End; count must be > 0 (zero-byte sends carry nothing). */
+CHORUS_API chorusResult_t chorusRecvAnySource(void* recvbuff, size_t count,
+                                              chorusDataType_t datatype, int* peer,
+                                              chorusComm_t comm, chorusStream_t stream);
 
 /** Group calls: between Start and End, calls are recorded, not run; End runs them
  *  together (send/recv pairs progress concurrently; several communicators driven by one

@@ -158,11 +158,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
       [t, buf](bool ok) { if (ok) unstage(t, buf); }, {buf}, srcRank);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>&,
-                                                                 int) {
-  TORCH_CHECK(false,
-              "chorus: recv without a source rank (recvAnysource) is not supported: Chorus "
-              "matches point-to-point messages by peer. Pass src= to recv/irecv.");
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                 int /*tag*/) {
+  TORCH_CHECK(tensors.size() == 1, "chorus recv: exactly one tensor per call");
+  TORCH_CHECK(!coalescing_, "chorus: recv without a source cannot be batched (coalesced)");
+  checkCpuTensor(tensors[0], "recv");
+  at::Tensor t = tensors[0];
+  at::Tensor buf = staged(t);
+  // Chorus writes the sender's rank here when the receive completes, on the stream.
+  at::Tensor from = at::full({1}, -1, at::kInt);
+  int* fromPtr = from.data_ptr<int>();
+  chorusComm_t comm = comm_;
+  auto work = launch(
+      c10d::OpType::RECVANYSOURCE, "recv", c10d::kUnsetTimeout, tensors,
+      [&](chorusStream_t s) {
+        return chorusRecvAnySource(buf.data_ptr(), nbytes(buf), chorusUint8, fromPtr, comm, s);
+      },
+      [t, buf](bool ok) { if (ok) unstage(t, buf); }, {buf, from});
+  static_cast<ChorusWork*>(work.get())->setSourceTensor(from);
+  return work;
 }
 
 void ProcessGroupChorus::startCoalescing() {

@@ -41,6 +41,11 @@ std::exception_ptr ChorusWork::exception() const {
 }
 
 int ChorusWork::sourceRank() const {
+  if (sourceTensor_.defined()) {
+    const int from = sourceTensor_.data_ptr<int>()[0];
+    TORCH_CHECK(from >= 0, "chorus recvAnysource: sourceRank() before the receive completed");
+    return from;
+  }
   if (sourceRank_ < 0) return c10d::Work::sourceRank();  // throws: not a receive
   return sourceRank_;
 }

@@ -43,12 +43,16 @@ class ChorusWork : public c10d::Work {
   void complete(const std::string& error);
 
   const std::string& name() const { return name_; }
+  /// recvAnysource: the sender's rank arrives in this one-int tensor when the receive
+  /// completes (Chorus writes it), and sourceRank() reads it from there.
+  void setSourceTensor(at::Tensor t) { sourceTensor_ = std::move(t); }
 
  private:
   const std::string name_;
   const uint64_t seq_;
   const std::chrono::milliseconds timeout_;
   const int sourceRank_;
+  at::Tensor sourceTensor_;
   std::vector<at::Tensor> outputs_;
   std::function<void(bool)> finish_;
   std::vector<at::Tensor> keepAlive_;

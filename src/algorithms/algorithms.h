@@ -24,6 +24,7 @@ struct CollArgs {
   int root;  // root, or peer for send/recv
   int op = -1;        // the chorusRedOp_t as passed, for reducing collectives (else -1)
   uint64_t frId = 0;  // this call's flight-recorder entry (0: none)
+  int* anyPeer = nullptr;  // chorusRecvAnySource: root is -1 until a sender is found
 };
 
 /// Runs one collective on the calling thread (the caller holds comm->execMutex).

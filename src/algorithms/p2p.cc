@@ -157,9 +157,49 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
   }
 }
 
+// chorusRecvAnySource (always alone, never in a group): the sender is the first peer whose
+// connection holds a message, looked for from where the previous search stopped, so a
+// steady sender cannot starve the others. The message stays in place; the receive below
+// takes it like any other.
+chorusResult_t findAnySource(chorusComm* comm, CollArgs* op) {
+  const int n = comm->nranks;
+  int found = -1;
+  auto scan = [&] {
+    for (int i = 0; i < n; ++i) {
+      const int p = (comm->anySourceNext + i) % n;
+      const void* slot;
+      size_t got;
+      if (p != comm->rank && comm->recvConn[static_cast<size_t>(p)]->test(&slot, &got)) {
+        found = p;
+        return true;
+      }
+    }
+    return false;
+  };
+  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "receive from any source"};
+  const chorusResult_t r = waitUntil(scan, w, nullptr);
+  if (r != chorusSuccess)
+    return fail(r, __FILE__, __LINE__, "rank %d: receive from any source of %zu elements: %s",
+                comm->rank, op->count,
+                r == chorusTimeout ? "no rank sent anything before the deadline" : "aborted");
+  comm->anySourceNext = (found + 1) % n;
+  op->root = found;
+  return chorusSuccess;
+}
+
 }  // namespace
 
 chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
+  if (nops == 1 && ops[0].anyPeer) {
+    CollArgs resolved = ops[0];
+    comm->flight->start(resolved.frId, ++comm->p2pCount);
+    chorusResult_t r = findAnySource(comm, &resolved);
+    if (r == chorusSuccess) r = runP2pOps(comm, &resolved, 1);
+    if (r == chorusSuccess) *resolved.anyPeer = resolved.root;
+    comm->flight->finish(resolved.frId, r);
+    if (r != chorusSuccess) frOperationFailed(comm, r, "receive from any source", comm->p2pCount);
+    return r;
+  }
   // Sends and receives are numbered apart from collectives (ranks make different numbers
   // of them), in call order within the batch.
   FlightRecorder& fr = *comm->flight;

@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "core/checks.h"
 #include "core/debug.h"
+#include "cuda/device_path.h"
 #include "enqueue/enqueue.h"
 #include "enqueue/ptrcheck.h"
 #include "enqueue/stream.h"
@@ -27,6 +28,7 @@ struct Call {
   int root;  // root or peer; -1 when unused
   chorusComm* comm;
   chorusStream_t stream;
+  int* anyPeer = nullptr;  // chorusRecvAnySource: where the sender's rank goes
 };
 
 // The bits of an enum argument as an int, without an enum-typed load (see Call).
@@ -67,7 +69,18 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
                 c.type);
   const auto type = static_cast<chorusDataType_t>(c.type);
   const int n = comm->nranks;
-  if (hasRoot(c.coll) && (c.root < 0 || c.root >= n))
+  if (c.anyPeer) {
+    if (inGroup())
+      CHORUS_FAIL(chorusInvalidUsage, "%s: not allowed between chorusGroupStart and chorusGroupEnd "
+                  "(the sender must be known before the group's other operations are matched)",
+                  c.api);
+    if (n < 2)
+      CHORUS_FAIL(chorusInvalidUsage, "%s: rank %d has no other rank to receive from", c.api,
+                  comm->rank);
+    if (c.count == 0)
+      CHORUS_FAIL(chorusInvalidArgument, "%s: count is 0 (a zero-byte send carries nothing to match)",
+                  c.api);
+  } else if (hasRoot(c.coll) && (c.root < 0 || c.root >= n))
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s %d is outside [0, %d)", c.api,
                 (c.coll == Coll::Send || c.coll == Coll::Recv) ? "peer" : "root", c.root, n);
   const size_t elem = kernels::typeSize(type);
@@ -99,10 +112,19 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
     case Coll::Recv: sendBytes = 0; break;
     case Coll::Barrier: sendBytes = recvBytes = 0; break;
   }
-  CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
-  CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
+  if (__builtin_expect(c.stream != nullptr && c.stream->cuda != nullptr, 0)) {
+    // A CUDA stream: device, pinned or host buffers (src/cuda/device_path.h).
+    CHORUS_CHECK(cuda::checkCallBuffer(c.stream->cuda, comm, c.sendbuf, sendBytes, c.api,
+                                       "sendbuff", false));
+    CHORUS_CHECK(cuda::checkCallBuffer(c.stream->cuda, comm, c.recvbuf, recvBytes, c.api,
+                                       "recvbuff", true));
+  } else {
+    CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
+    CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
+  }
   *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root,
                   isReducing(c.coll) ? c.op : -1};
+  out->anyPeer = c.anyPeer;
   return chorusSuccess;
 }
 
@@ -204,6 +226,20 @@ CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataTyp
                                      int peer, chorusComm_t comm, chorusStream_t stream) {
   return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, raw(datatype), chorusSum,
                          peer, comm, stream});
+}
+
+CHORUS_API chorusResult_t chorusRecvAnySource(void* recvbuff, size_t count,
+                                              chorusDataType_t datatype, int* peer,
+                                              chorusComm_t comm, chorusStream_t stream) {
+  if (!peer) {
+    chorus::clearThreadLastError();
+    CHORUS_FAIL(chorusInvalidArgument, "chorusRecvAnySource: peer is NULL");
+  }
+  *peer = -1;
+  chorus::Call c{Coll::Recv, "chorusRecvAnySource", nullptr, recvbuff, count, raw(datatype),
+                 chorusSum, -1, comm, stream};
+  c.anyPeer = peer;
+  return chorus::submit(c);
 }
 
 CHORUS_API chorusResult_t chorusGroupStart(void) {

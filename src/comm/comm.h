@@ -128,6 +128,7 @@ struct chorusComm {
   uint64_t opCount = 0;  // sequence number of collectives, for messages and checks
   uint64_t p2pCount = 0;  // sequence number of sends and receives (counted apart: ranks
                           // legitimately make different numbers of them)
+  int anySourceNext = 0;  // where the next chorusRecvAnySource starts looking (fairness)
   /// The last operations, for hang reports (see comm/flight_recorder.h); never null after
   /// creation (capacity 0 when CHORUS_FLIGHT_RECORDER_SIZE=0).
   std::unique_ptr<chorus::FlightRecorder> flight;

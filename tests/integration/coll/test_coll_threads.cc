@@ -402,6 +402,77 @@ TEST_P(CollThreadsN, BarrierOrdersThreads) {
   EXPECT_EQ(violations.load(), 0) << "a rank left a barrier before every rank had entered it";
 }
 
+// chorusRecvAnySource: rank 0 takes kMsgs messages from every other rank in whatever order
+// they arrive; each must come from the rank it reports, in that sender's order, intact.
+TEST_P(CollThreadsN, RecvAnySource) {
+  const int n = GetParam();
+  Comms comms(n);
+  ASSERT_COMMS(comms);
+  if (n == 1) {  // nobody to receive from: refused, not a wait until the deadline
+    float x = 0;
+    int from = 0;
+    EXPECT_EQ(chorusRecvAnySource(&x, 1, chorusFloat32, &from, comms[0], nullptr),
+              chorusInvalidUsage);
+    return;
+  }
+  constexpr int kMsgs = 20;
+  constexpr size_t kCount = 3000;
+  auto value = [](int from, int msg, size_t i) { return float(from * 100000 + msg * 1000) + float(i % 997); };
+  std::vector<std::string> errs(static_cast<size_t>(n));
+  onRanks(n, [&](int r) {
+    std::string& e = errs[size_t(r)];
+    std::vector<float> buf(kCount);
+    if (r != 0) {
+      for (int m = 0; m < kMsgs; ++m) {
+        for (size_t i = 0; i < kCount; ++i) buf[i] = value(r, m, i);
+        if (chorusSend(buf.data(), kCount, chorusFloat32, 0, comms[r], nullptr) != chorusSuccess) {
+          e = std::string("send: ") + chorusGetLastError(comms[r]);
+          return;
+        }
+      }
+      return;
+    }
+    std::vector<int> next(static_cast<size_t>(n), 0);
+    for (int k = 0; k < kMsgs * (n - 1); ++k) {
+      int from = -1;
+      if (chorusRecvAnySource(buf.data(), kCount, chorusFloat32, &from, comms[0], nullptr) !=
+          chorusSuccess) {
+        e = std::string("receive ") + std::to_string(k) + ": " + chorusGetLastError(comms[0]);
+        return;
+      }
+      if (from < 1 || from >= n) {
+        e = "receive " + std::to_string(k) + " reported peer " + std::to_string(from);
+        return;
+      }
+      const int m = next[size_t(from)]++;
+      for (size_t i = 0; i < kCount; ++i)
+        if (buf[i] != value(from, m, i)) {
+          e = "message " + std::to_string(m) + " from rank " + std::to_string(from) +
+              " differs at element " + std::to_string(i);
+          return;
+        }
+    }
+    for (int p = 1; p < n; ++p)
+      if (next[size_t(p)] != kMsgs) e = "rank " + std::to_string(p) + " delivered " +
+                                        std::to_string(next[size_t(p)]) + " messages";
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errs[size_t(r)], "") << "rank " << r;
+
+  // Bad uses are refused before anything is sent or matched.
+  float x = 0;
+  int from = 0;
+  EXPECT_EQ(chorusRecvAnySource(&x, 1, chorusFloat32, nullptr, comms[0], nullptr),
+            chorusInvalidArgument);
+  EXPECT_EQ(chorusRecvAnySource(&x, 0, chorusFloat32, &from, comms[0], nullptr),
+            chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(comms[0])).find("count is 0"), std::string::npos);
+  ASSERT_EQ(chorusGroupStart(), chorusSuccess);
+  EXPECT_EQ(chorusRecvAnySource(&x, 1, chorusFloat32, &from, comms[0], nullptr),
+            chorusInvalidUsage);
+  EXPECT_NE(std::string(chorusGetLastError(comms[0])).find("chorusGroupStart"), std::string::npos);
+  ASSERT_EQ(chorusGroupEnd(), chorusSuccess);
+}
+
 std::string nName(const ::testing::TestParamInfo<int>& info) {
   return "np" + std::to_string(info.param);
 }
