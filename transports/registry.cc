@@ -1,4 +1,6 @@
 // registry.cc — the built-in transports, in order of preference for a peer pair.
+#include "config.h"
+#include "rdma/transport.h"
 #include "shm/transport.h"
 #include "tcp/transport.h"
 #include "transport.h"
@@ -8,6 +10,11 @@ namespace chorus {
 const TransportEntry* transportTable(int* count) {
   static const TransportEntry kTable[] = {
       {"shm", &shm::createShmTransport},
+#if HAVE_IBVERBS
+      // Usable only with an active device port and without CHORUS_IB_DISABLE=1; otherwise
+      // it logs why and leaves every pair to tcp.
+      {"rdma", &rdma::createRdmaTransport},
+#endif
       {"tcp", &tcp::createTcpTransport},  // reaches everyone: last
   };
   *count = static_cast<int>(sizeof(kTable) / sizeof(kTable[0]));

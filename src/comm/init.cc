@@ -81,6 +81,7 @@ chorusResult_t connectTransports(chorusComm* comm) {
   const TransportEntry* table = transportTable(&ntab);
   TransportContext ctx{comm->rank, n, &comm->peers, comm->commHash, comm->tuning.slotBytes,
                        comm->tuning.fifoDepth, comm->tuning.llBytes};
+  ctx.bootstrap = comm->bootstrap.get();
   const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
   for (int t = 0; t < ntab; ++t) {
     // Only set a transport up if it is needed by some peer pair (all ranks agree: every

@@ -1,0 +1,109 @@
+// rdma/channel.h — one peer pair: a reliable-connected queue pair carrying both
+// directions, the send staging slots and the receive FIFO the peer writes into.
+//
+// As in tcp/channel.h, the application thread and the progress thread share a channel
+// through counters, each written by one side on its own cache line:
+//   send: the application posts (sendHead); the progress thread writes each message into
+//     the peer's FIFO and publishes sendFree = min(messages the peer has freed (credits),
+//     messages whose writes completed locally). Slot s may be reused once sendFree > s.
+//   receive: the progress thread publishes recvHead when a write with immediate arrives;
+//     the application reads the slot in place and releases it (recvReleased); the progress
+//     thread returns those slots to the peer as credits.
+// A failure (error completion, failed post) is recorded once and ends both directions:
+// an RC queue pair in the error state carries nothing any more.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/wait.h"
+#include "rdma/verbs.h"
+
+namespace chorus {
+namespace rdma {
+
+class Proxy;
+
+/// `depth` slots of `slotBytes`, page-aligned (registered memory), plus sizes and flags.
+struct SlotRing {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> mem;
+  size_t slotBytes = 0;
+  int depth = 0;
+  std::vector<uint32_t> sizes;
+  std::vector<uint8_t> flags;
+
+  bool allocate(size_t slot, int d) {
+    slotBytes = slot;
+    depth = d;
+    void* p = nullptr;
+    const size_t total = slot * static_cast<size_t>(d);
+    if (posix_memalign(&p, 4096, total ? total : 4096) != 0) return false;
+    mem.reset(static_cast<char*>(p));
+    sizes.assign(static_cast<size_t>(d), 0);
+    flags.assign(static_cast<size_t>(d), 0);
+    return true;
+  }
+  size_t bytes() const { return slotBytes * static_cast<size_t>(depth); }
+  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
+  char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
+};
+
+constexpr uint8_t kMsgLL = 1;  // the message is (part of) a low-latency message
+
+struct Channel {
+  Channel(Proxy* p, Doorbell* b, int peerRank) : proxy(p), bell(b), peer(peerRank) {}
+  Proxy* const proxy;
+  Doorbell* const bell;  // the application's waiters sleep here
+  const int peer;
+  std::string peerDesc;  // "rank 3 (mlx5_0:1 qp 0x1a2)", set before activation
+
+  SlotRing sendRing;     // staging: the application writes here, the HCA reads
+  SlotRing recvRing;     // FIFO: the peer's HCA writes here, the application reads
+  MemRegion recvMr;      // registered for remote writes for the channel's whole life
+
+  alignas(64) std::atomic<uint64_t> sendHead{0};      // application: messages posted
+  alignas(64) std::atomic<uint64_t> sendFree{0};      // progress: see above
+  alignas(64) std::atomic<uint64_t> recvHead{0};      // progress: messages arrived
+  alignas(64) std::atomic<uint64_t> recvReleased{0};  // application: messages given back
+
+  /// Set once by whoever sees the failure first; `error` is written before the release
+  /// store of `failed` and never again.
+  std::atomic<int> failed{0};
+  std::atomic<bool> claimed{false};
+  std::string error;
+
+  /// Raised by the application to get the progress thread's attention.
+  std::atomic<bool> kicked{false};
+
+  // Progress thread only.
+  uint64_t qp = 0;
+  uint64_t remoteFifo = 0;
+  uint32_t remoteRkey = 0;
+  uint64_t issued = 0;      // messages whose writes are posted
+  uint64_t completed = 0;   // messages whose last write completed
+  uint64_t credits = 0;     // messages the peer has freed (cumulative)
+  uint64_t credited = 0;    // released messages already returned as credits
+  uint64_t arrived = 0;     // messages received (== recvHead)
+  int sendWrs = 0;          // writes posted, not completed
+  int maxSendWrs = 0;
+  bool stagingHeld = false; // holds a registration-cache use while writes are in flight
+  uint32_t stagingLkey = 0;
+
+  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
+  /// Records the first failure and wakes every waiter (any thread).
+  void markFailed(int res, const std::string& msg);
+  /// Application thread: the recorded failure as an error return naming the peer and
+  /// what was being done.
+  chorusResult_t raise(const char* what) const;
+};
+
+}  // namespace rdma
+}  // namespace chorus
