@@ -5,6 +5,7 @@
 #include "chorus.h"
 #include "comm/comm.h"
 #include "core/checks.h"
+#include "cuda/device_path.h"
 #include "enqueue/stream.h"
 
 using namespace chorus;
@@ -42,11 +43,7 @@ CHORUS_API chorusResult_t chorusStreamDestroy(chorusStream_t stream) {
 
 CHORUS_API chorusResult_t chorusStreamFromCuda(void* cudaStream, chorusStream_t* stream) {
   clearThreadLastError();
-  (void)cudaStream;
-  if (stream) *stream = nullptr;
-  CHORUS_FAIL(chorusInvalidUsage,
-              "chorusStreamFromCuda: CUDA streams are not supported by this build (device "
-              "buffers are future work); use a host stream or NULL");
+  return cuda::streamFromRuntime(cuda::defaultRuntime(), cudaStream, stream);
 }
 
 static chorusResult_t chorusRedOpCreatePreMulSumImpl(chorusRedOp_t* op, void* scalar,

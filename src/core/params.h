@@ -43,6 +43,16 @@ enum class Param : int {
   TopoFile,        // CHORUS_TOPO_FILE
   TopoDumpFile,    // CHORUS_TOPO_DUMP_FILE
   TuningFile,      // CHORUS_TUNING_FILE
+  CudaDisable,     // CHORUS_CUDA_DISABLE
+  CudaPieceBytes,  // CHORUS_CUDA_PIECE_BYTES
+  IbDisable,       // CHORUS_IB_DISABLE
+  IbHca,           // CHORUS_IB_HCA
+  IbGidIndex,      // CHORUS_IB_GID_INDEX
+  IbTimeout,       // CHORUS_IB_TIMEOUT
+  IbRetryCnt,      // CHORUS_IB_RETRY_CNT
+  IbSl,            // CHORUS_IB_SL
+  IbTc,            // CHORUS_IB_TC
+  IbRegCache,      // CHORUS_IB_REG_CACHE
   Count
 };
 

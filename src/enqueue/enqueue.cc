@@ -113,12 +113,6 @@ chorusResult_t enqueueOp(const Op& call) {
     tlsGroup.ops.push_back(op);
     return chorusSuccess;
   }
-  if (__builtin_expect(op.stream != nullptr && op.stream->cuda != nullptr, 0))
-    return cuda::enqueueDeviceOps(op.stream, {op}, [](std::vector<Op>& ops) {
-      chorusResult_t r = executeBatch(ops[0].comm, ops);
-      recordAsync(ops[0].comm, r);
-      return r;
-    });
   if (op.stream == nullptr) {
     chorusComm* comm = op.comm;
     std::lock_guard<std::mutex> lock(comm->execMutex);
@@ -128,6 +122,12 @@ chorusResult_t enqueueOp(const Op& call) {
     }
     return runCollective(comm, op.args);
   }
+  if (op.stream->cuda != nullptr)  // a wrapped CUDA stream (src/cuda/device_path.h)
+    return cuda::enqueueDeviceOps(op.stream, {op}, [](std::vector<Op>& ops) {
+      chorusResult_t r = executeBatch(ops[0].comm, ops);
+      recordAsync(ops[0].comm, r);
+      return r;
+    });
   Op copy = op;
   copy.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);  // released when it ran
   chorusResult_t pushed = streamPush(op.stream, [copy] {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -13,22 +14,35 @@
 #include "comm/comm.h"
 #include "core/checks.h"
 #include "core/params.h"
+#include "cuda/device_path.h"
 
 namespace chorus {
 
 namespace {
 
-// Writes the first and last byte of [p, p+bytes) back to themselves through the kernel:
-// fails with EFAULT where the pages are not writable, changes nothing where they are.
-bool writableInPlace(const void* ptr, size_t bytes) {
-  auto* p = const_cast<unsigned char*>(static_cast<const unsigned char*>(ptr));
-  unsigned char saved[2] = {p[0], p[bytes - 1]};
-  iovec local[2] = {{&saved[0], 1}, {&saved[1], 1}};
-  iovec remote[2] = {{p, 1}, {p + bytes - 1, 1}};
-  ssize_t n = process_vm_writev(getpid(), local, 2, remote, 2, 0);
-  if (n == 2) return true;
-  // EPERM/ENOSYS (a sandbox forbidding the call) says nothing about the buffer.
-  return n < 0 && errno != EFAULT;
+// Whether the mappings holding the first and last byte of [p, p+bytes) are writable, from
+// /proc/self/maps. Not by writing a byte back to itself: on a host stream the call is
+// checked while earlier queued operations may still write that buffer, and a write-back
+// could restore a stale byte. Without /proc, nothing is known: let it through.
+bool writableMapping(const void* ptr, size_t bytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(ptr), last = first + bytes - 1;
+  FILE* f = fopen("/proc/self/maps", "re");
+  if (!f) return true;
+  bool firstOk = false, lastOk = false;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[5] = {};
+    if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+    const bool w = perms[1] == 'w';
+    if (lo <= first && first < hi) firstOk = w;
+    if (lo <= last && last < hi) lastOk = w;
+    // A line without a newline was longer than the buffer: skip the rest of it.
+    while (!strchr(line, '\n') && fgets(line, sizeof(line), f)) {
+    }
+  }
+  fclose(f);
+  return firstOk && lastOk;
 }
 
 // Reads the first and last byte through the kernel: fails with EFAULT where those pages
@@ -69,18 +83,17 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
   std::vector<unsigned char> vec((hi - lo) / page);
   if (mincore(reinterpret_cast<void*>(lo), hi - lo, vec.data()) != 0) {
     if (errno == ENOMEM)
-      CHORUS_FAIL(chorusInvalidArgument,
-                  "%s: %s=%p (%zu bytes) is not host memory mapped in this process (a device "
-                  "pointer in a build or process without a GPU, or a freed buffer?)",
-                  api, argName, ptr, bytes);
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "%s: %s=%p (%zu bytes) is not host memory mapped in this process; %s", api,
+                  argName, ptr, bytes, cuda::describeNonHostPointer(ptr).c_str());
     // Other errors (EINVAL on odd mappings) say nothing about validity: let it through.
   }
   if (!readable(ptr, bytes))
-    CHORUS_FAIL(chorusInvalidArgument,
-                "%s: %s=%p (%zu bytes) is not readable host memory in this process (a device "
-                "pointer, a freed buffer, or a region mapped without access?)",
-                api, argName, ptr, bytes);
-  if (writable && !writableInPlace(ptr, bytes))
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: %s=%p (%zu bytes) is not readable host memory in this process (a region "
+                "mapped without access, or a device pointer?); %s",
+                api, argName, ptr, bytes, cuda::describeNonHostPointer(ptr).c_str());
+  if (writable && !writableMapping(ptr, bytes))
     CHORUS_FAIL(chorusInvalidArgument,
                 "%s: %s=%p (%zu bytes) is mapped but not writable (read-only memory cannot "
                 "receive a result)",

@@ -4,9 +4,9 @@
 // otherwise crash a rank mid-collective and hang its peers. The check asks the kernel
 // (mincore) whether every page of the range is mapped, and remembers recent answers per
 // communicator so a training loop reusing its buffers pays nothing. For buffers that will
-// be written, the first and last byte are written back to themselves through
-// process_vm_writev, which honours page protections, so a read-only mapping is refused
-// before any collective step runs.
+// be written, the mappings of the first and last byte must be writable (/proc/self/maps;
+// nothing is written, since queued stream operations may be writing the buffer), so a
+// read-only mapping is refused before any collective step runs.
 #pragma once
 
 #include <cstddef>

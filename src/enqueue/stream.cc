@@ -1,6 +1,9 @@
 #include "enqueue/stream.h"
 
+#include <cstdint>
+
 #include "core/checks.h"
+#include "cuda/device_path.h"
 
 namespace chorus {
 namespace {
@@ -59,6 +62,7 @@ chorusResult_t streamSynchronize(chorusStream* s) {
   lock.unlock();
   if (r != chorusSuccess)
     return fail(r, __FILE__, __LINE__, "an operation on the stream failed: %s", detail.c_str());
+  if (s->cuda) return cuda::synchronizeBinding(s->cuda);  // and the CUDA stream's copies
   return chorusSuccess;
 }
 
@@ -74,11 +78,18 @@ void streamDestroy(chorusStream* s) {
     s->workCv.notify_all();
   }
   if (s->worker.joinable()) s->worker.join();
+  cuda::destroyBinding(s->cuda);
   s->magic = kStreamDeadMagic;
   delete s;
 }
 
 chorusResult_t streamCheck(const chorusStream* s, const char* api) {
+  // cudaStreamLegacy (0x1) and cudaStreamPerThread (0x2) are not addresses: never read them.
+  if (reinterpret_cast<uintptr_t>(s) < 4096)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s: stream %p is a CUDA stream handle (cudaStreamLegacy/cudaStreamPerThread?), "
+                "not a Chorus stream: wrap it with chorusStreamFromCuda",
+                api, static_cast<const void*>(s));
   if (s->magic != kStreamMagic)
     CHORUS_FAIL(chorusInvalidUsage,
                 "%s: stream %p is not a live Chorus stream (destroyed, or a cudaStream_t not "

@@ -17,6 +17,9 @@
 #include "chorus.h"
 
 namespace chorus {
+namespace cuda {
+struct StreamBinding;  // src/cuda/device_path.h
+}
 constexpr uint64_t kStreamMagic = 0x43484f5253545245ull;  // "CHORSTRE"
 constexpr uint64_t kStreamDeadMagic = 0xdeadc0de5743dead;
 }  // namespace chorus
@@ -32,6 +35,7 @@ struct chorusStream {
   chorusResult_t firstError = chorusSuccess;
   std::string firstErrorDetail;
   std::thread worker;
+  chorus::cuda::StreamBinding* cuda = nullptr;  // set when made by chorusStreamFromCuda
 };
 
 namespace chorus {

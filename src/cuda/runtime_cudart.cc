@@ -1,0 +1,135 @@
+// runtime_cudart.cc — the Runtime interface on the real CUDA runtime (-Dcuda=enabled only).
+//
+// Built here with nvcc 13 / cudart, never run on a GPU here (docs/CUDA.md). Each method is
+// one or two cudart calls; every error is taken back with cudaGetLastError so a failed call
+// never poisons the next one on this thread.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/params.h"
+#include "cuda/cuda_wait.h"
+#include "cuda/runtime.h"
+
+namespace chorus {
+namespace cuda {
+namespace {
+
+bool failed(cudaError_t e, const char* what, std::string* err) {
+  if (e == cudaSuccess) return false;
+  (void)cudaGetLastError();  // clear the sticky-until-read error of this thread
+  if (err) *err = std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  return true;
+}
+
+class CudartRuntime final : public Runtime {
+ public:
+  const char* name() const override { return "cudart"; }
+
+  bool usable(std::string* why) const override {
+    if (paramInt(Param::CudaDisable) != 0) {
+      if (why) *why = "CHORUS_CUDA_DISABLE=1 forces host-only behaviour";
+      return false;
+    }
+    int n = 0;
+    if (failed(cudaGetDeviceCount(&n), "cudaGetDeviceCount", why)) return false;
+    if (n <= 0) {
+      if (why) *why = "cudaGetDeviceCount found no GPU";
+      return false;
+    }
+    return true;
+  }
+
+  bool classify(const void* p, PtrInfo* out, std::string* err) const override {
+    cudaPointerAttributes a{};
+    if (failed(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes", err)) return false;
+    out->device = a.device;
+    switch (a.type) {
+      case cudaMemoryTypeDevice:
+      case cudaMemoryTypeManaged: out->kind = MemKind::Device; break;
+      case cudaMemoryTypeHost: out->kind = MemKind::PinnedHost; break;
+      default: out->kind = MemKind::Host; out->device = -1; break;
+    }
+    return true;
+  }
+
+  bool streamDevice(void* stream, int* device, std::string* err) const override {
+    auto s = static_cast<cudaStream_t>(stream);
+    const cudaError_t q = cudaStreamQuery(s);
+    if (q != cudaSuccess && q != cudaErrorNotReady && failed(q, "cudaStreamQuery", err)) return false;
+    return !failed(cudaStreamGetDevice(s, device), "cudaStreamGetDevice", err);
+  }
+
+  bool getDevice(int* device, std::string* err) const override {
+    return !failed(cudaGetDevice(device), "cudaGetDevice", err);
+  }
+
+  bool setDevice(int device, std::string* err) const override {
+    return !failed(cudaSetDevice(device), "cudaSetDevice", err);
+  }
+
+  bool hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr, std::string* err) const override {
+    if (failed(cudaHostAlloc(hostPtr, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+               "cudaHostAlloc", err))
+      return false;
+    if (failed(cudaHostGetDevicePointer(devPtr, *hostPtr, 0), "cudaHostGetDevicePointer", err)) {
+      cudaFreeHost(*hostPtr);
+      return false;
+    }
+    return true;
+  }
+
+  void hostFree(void* hostPtr) const override {
+    if (hostPtr) (void)failed(cudaFreeHost(hostPtr), "cudaFreeHost", nullptr);
+  }
+
+  bool memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                     size_t height, void* stream, std::string* err) const override {
+    return !failed(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault,
+                                     static_cast<cudaStream_t>(stream)),
+                   "cudaMemcpy2DAsync", err);
+  }
+
+  bool eventCreate(void** ev, std::string* err) const override {
+    cudaEvent_t e = nullptr;
+    if (failed(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync),
+               "cudaEventCreateWithFlags", err))
+      return false;
+    *ev = e;
+    return true;
+  }
+
+  void eventDestroy(void* ev) const override {
+    if (ev) (void)failed(cudaEventDestroy(static_cast<cudaEvent_t>(ev)), "cudaEventDestroy", nullptr);
+  }
+
+  bool eventRecord(void* ev, void* stream, std::string* err) const override {
+    return !failed(cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(stream)),
+                   "cudaEventRecord", err);
+  }
+
+  bool eventSynchronize(void* ev, std::string* err) const override {
+    return !failed(cudaEventSynchronize(static_cast<cudaEvent_t>(ev)), "cudaEventSynchronize", err);
+  }
+
+  bool waitFlag(const volatile uint64_t* flagDev, uint64_t target, void* stream,
+                std::string* err) const override {
+    return !failed(static_cast<cudaError_t>(kernels::cudaWaitFlag(flagDev, target, stream)),
+                   "wait kernel launch", err);
+  }
+
+  bool streamSynchronize(void* stream, std::string* err) const override {
+    return !failed(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize",
+                   err);
+  }
+};
+
+}  // namespace
+
+const Runtime& defaultRuntime() {
+  static const CudartRuntime rt;  // stateless: every call goes straight to cudart
+  return rt;
+}
+
+}  // namespace cuda
+}  // namespace chorus

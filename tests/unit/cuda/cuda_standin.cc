@@ -1,0 +1,297 @@
+// cuda_standin.cc — the TEST STAND-IN for the CUDA runtime (see cuda_standin.h).
+#include "cuda_standin.h"
+
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace standin {
+
+struct CudaStandin::Stream {
+  std::mutex mutex;
+  std::condition_variable work, idle;
+  std::deque<std::function<void()>> queue;
+  bool busy = false, stop = false;
+  std::thread thread;
+};
+
+struct CudaStandin::Event {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t recorded = 0, completed = 0;
+};
+
+CudaStandin::CudaStandin(size_t deviceBytes) : size_(deviceBytes) {
+  void* r = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (r == MAP_FAILED || b == MAP_FAILED) {
+    std::fprintf(stderr, "stand-in: cannot reserve %zu bytes\n", size_);
+    std::abort();
+  }
+  reserved_ = static_cast<unsigned char*>(r);
+  backing_ = static_cast<unsigned char*>(b);
+}
+
+CudaStandin::~CudaStandin() {
+  std::set<Stream*> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left = streams_;
+  }
+  for (Stream* s : left) destroyStream(s);
+  for (auto& p : pinned_) std::free(reinterpret_cast<void*>(p.first));
+  munmap(reserved_, size_);
+  munmap(backing_, size_);
+}
+
+void* CudaStandin::deviceAlloc(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t at = (next_ + 255) & ~size_t{255};
+  if (at + bytes > size_) return nullptr;
+  next_ = at + (bytes ? bytes : 1);
+  allocs_[reinterpret_cast<uintptr_t>(reserved_ + at)] = bytes;
+  return reserved_ + at;
+}
+
+void* CudaStandin::hostView(const void* devPtr) const {
+  unsigned char* out = nullptr;
+  return translate(devPtr, 1, &out) ? out : nullptr;
+}
+
+bool CudaStandin::translate(const void* p, size_t bytes, unsigned char** out) const {
+  const auto a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(reserved_);
+  if (a < lo || a >= lo + size_) {
+    *out = reinterpret_cast<unsigned char*>(const_cast<void*>(p));
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = allocs_.upper_bound(a);
+  if (it == allocs_.begin()) return false;
+  --it;
+  if (a + bytes > it->first + it->second) return false;  // leaves the allocation
+  *out = backing_ + (a - lo);
+  return true;
+}
+
+void* CudaStandin::createStream() {
+  auto* s = new Stream();
+  s->thread = std::thread([this, s] {
+    std::unique_lock<std::mutex> lock(s->mutex);
+    for (;;) {
+      s->work.wait(lock, [s] { return s->stop || !s->queue.empty(); });
+      if (s->queue.empty()) return;
+      auto fn = std::move(s->queue.front());
+      s->queue.pop_front();
+      s->busy = true;
+      lock.unlock();
+      if (int d = delayUs_.load()) std::this_thread::sleep_for(std::chrono::microseconds(d));
+      fn();
+      lock.lock();
+      s->busy = false;
+      if (s->queue.empty()) s->idle.notify_all();
+    }
+  });
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.insert(s);
+  return s;
+}
+
+void CudaStandin::destroyStream(void* stream) {
+  Stream* s = findStream(stream);
+  if (!s) return;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->stop = true;
+    s->work.notify_all();
+  }
+  s->thread.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.erase(s);
+  }
+  delete s;
+}
+
+CudaStandin::Stream* CudaStandin::findStream(void* p) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto* s = static_cast<Stream*>(p);
+  return streams_.count(s) ? s : nullptr;
+}
+
+void CudaStandin::push(Stream* s, std::function<void()> fn) const {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  s->queue.push_back(std::move(fn));
+  s->work.notify_one();
+}
+
+void CudaStandin::enqueue(void* stream, std::function<void()> fn) {
+  if (Stream* s = findStream(stream)) push(s, std::move(fn));
+}
+
+bool CudaStandin::usable(std::string* why) const {
+  if (!noGpu_) return true;
+  if (why) *why = "stand-in: no CUDA-capable device is detected";
+  return false;
+}
+
+bool CudaStandin::classify(const void* p, chorus::cuda::PtrInfo* out, std::string* err) const {
+  if (noGpu_) {
+    if (err) *err = "stand-in cudaPointerGetAttributes: no CUDA-capable device is detected";
+    return false;
+  }
+  const auto a = reinterpret_cast<uintptr_t>(p), lo = reinterpret_cast<uintptr_t>(reserved_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  *out = chorus::cuda::PtrInfo{};
+  if (a >= lo && a < lo + size_) {
+    auto it = allocs_.upper_bound(a);
+    if (it != allocs_.begin() && a < std::prev(it)->first + std::prev(it)->second)
+      *out = chorus::cuda::PtrInfo{chorus::cuda::MemKind::Device, 0};
+    return true;  // an unallocated device address: "unregistered", like cudart says
+  }
+  auto it = pinned_.upper_bound(a);
+  if (it != pinned_.begin() && a < std::prev(it)->first + std::prev(it)->second)
+    *out = chorus::cuda::PtrInfo{chorus::cuda::MemKind::PinnedHost, -1};
+  return true;
+}
+
+bool CudaStandin::streamDevice(void* stream, int* device, std::string* err) const {
+  if (!findStream(stream)) {
+    if (err) *err = "stand-in cudaStreamQuery: invalid resource handle";
+    return false;
+  }
+  *device = 0;
+  return true;
+}
+
+bool CudaStandin::getDevice(int* device, std::string*) const {
+  *device = 0;
+  return true;
+}
+
+bool CudaStandin::setDevice(int device, std::string* err) const {
+  if (device == 0) return true;
+  if (err) *err = "stand-in cudaSetDevice: invalid device ordinal";
+  return false;
+}
+
+bool CudaStandin::hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr, std::string* err) const {
+  void* p = std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095});
+  if (!p) {
+    if (err) *err = "stand-in cudaHostAlloc: out of memory";
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  pinned_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  ++hostAllocs_;
+  *hostPtr = *devPtr = p;  // unified addressing: the same address on both sides
+  return true;
+}
+
+void CudaStandin::hostFree(void* hostPtr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pinned_.erase(reinterpret_cast<uintptr_t>(hostPtr))) std::free(hostPtr);
+}
+
+bool CudaStandin::memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                size_t width, size_t height, void* stream, std::string* err) const {
+  Stream* s = findStream(stream);
+  unsigned char *d = nullptr, *sr = nullptr;
+  const size_t dspan = height ? (height - 1) * dpitch + width : 0;
+  const size_t sspan = height ? (height - 1) * spitch + width : 0;
+  if (!s || dpitch < width || spitch < width || !translate(dst, dspan, &d) ||
+      !translate(src, sspan, &sr)) {
+    if (err) *err = "stand-in cudaMemcpy2DAsync: invalid argument";
+    return false;
+  }
+  const auto lo = reinterpret_cast<uintptr_t>(reserved_);
+  auto inDevice = [&](const void* p) {
+    return reinterpret_cast<uintptr_t>(p) >= lo && reinterpret_cast<uintptr_t>(p) < lo + size_;
+  };
+  if (!inDevice(dst) && !inDevice(src)) {
+    // cudart performs host-to-host "async" copies synchronously, outside stream order; a
+    // caller relying on stream order for them would be wrong on a GPU, so refuse them.
+    if (err) *err = "stand-in cudaMemcpy2DAsync: host-to-host copies ignore stream order";
+    return false;
+  }
+  ++copies_;
+  push(s, [=] {
+    for (size_t r = 0; r < height; ++r) std::memcpy(d + r * dpitch, sr + r * spitch, width);
+  });
+  return true;
+}
+
+bool CudaStandin::eventCreate(void** ev, std::string*) const {
+  *ev = new Event();
+  return true;
+}
+
+void CudaStandin::eventDestroy(void* ev) const { delete static_cast<Event*>(ev); }
+
+bool CudaStandin::eventRecord(void* ev, void* stream, std::string* err) const {
+  Stream* s = findStream(stream);
+  if (!s) {
+    if (err) *err = "stand-in cudaEventRecord: invalid resource handle";
+    return false;
+  }
+  auto* e = static_cast<Event*>(ev);
+  uint64_t gen;
+  {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    gen = ++e->recorded;
+  }
+  ++records_;
+  push(s, [e, gen] {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    if (gen > e->completed) e->completed = gen;
+    e->cv.notify_all();
+  });
+  return true;
+}
+
+bool CudaStandin::eventSynchronize(void* ev, std::string*) const {
+  auto* e = static_cast<Event*>(ev);
+  std::unique_lock<std::mutex> lock(e->mutex);
+  const uint64_t want = e->recorded;  // the most recent record, as cudaEventSynchronize
+  e->cv.wait(lock, [&] { return e->completed >= want; });
+  return true;
+}
+
+bool CudaStandin::waitFlag(const volatile uint64_t* flagDev, uint64_t target, void* stream,
+                           std::string* err) const {
+  Stream* s = findStream(stream);
+  if (!s) {
+    if (err) *err = "stand-in kernel launch: invalid resource handle";
+    return false;
+  }
+  ++waits_;
+  auto* flag = const_cast<uint64_t*>(flagDev);
+  push(s, [flag, target] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < target) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "stand-in: wait kernel for ticket %llu gave up after 120 s\n",
+                     static_cast<unsigned long long>(target));
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+  return true;
+}
+
+bool CudaStandin::streamSynchronize(void* stream, std::string* err) const {
+  Stream* s = findStream(stream);
+  if (!s) {
+    if (err) *err = "stand-in cudaStreamSynchronize: invalid resource handle";
+    return false;
+  }
+  std::unique_lock<std::mutex> lock(s->mutex);
+  s->idle.wait(lock, [s] { return s->queue.empty() && !s->busy; });
+  return true;
+}
+
+}  // namespace standin
