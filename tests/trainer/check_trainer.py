@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Multi-process tests of chorus-train (suite 'trainer'): real ranks under chorusrun, real
+Fashion-MNIST, assertions against an independent reference run.
+
+usage: check_trainer.py CHORUSRUN CHORUS_TRAIN CASE
+cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, trace_overlap,
+                       bad_input, mpirun
+      (suite multinode): cluster
+      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp
+Exit 0 pass, 1 fail, 77 skipped (no dataset).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_dumps import read_dump, worst_relative_difference  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+RTOL = 1e-5
+# 50 optimizer steps on a 3200-sample subset: global batch 64 -> exactly 50 steps/epoch.
+# float64: the runs are equal in exact arithmetic, but in float32 a different summation
+# order (mean of 64 vs average of two means of 32) moves weights by ~1e-7, and once in a
+# while a ReLU input that sits at ~0 flips sign, a discrete jump that then grows (seen at
+# step 14 of the MLP: 4e-2 after 50 steps, with the all-reduce itself exact). In float64
+# the same runs agree to ~1e-15, so a real bug (a wrong shard, a missed bucket, a sum
+# instead of an average) cannot hide under the tolerance.
+COMMON = ["--train-limit", "3200", "--max-steps", "50", "--no-eval", "--no-progress",
+          "--seed", "7", "--lr", "0.02", "--double"]
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def run(chorusrun, trainer, np_, args, timeout=240):
+    cmd = [chorusrun, "-np", str(np_), "--timeout", str(timeout), trainer] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+    if p.returncode != 0:
+        raise Failure(f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p.stdout
+
+
+def expect_close(a, b, what, rtol=RTOL):
+    diff, name = worst_relative_difference(a, b)
+    print(f"{what}: worst relative difference {diff:.3g} (tensor {name})")
+    if diff > rtol:
+        raise Failure(f"{what}: {name} differs by {diff:.3g} relative (> {rtol})")
+    return diff
+
+
+def expect_ranks_identical(pattern, np_):
+    """DDP keeps replicas identical: every rank's dump equals rank 0's exactly."""
+    for r in range(1, np_):
+        diff, name = worst_relative_difference(pattern % r, pattern % 0)
+        if diff != 0.0:
+            raise Failure(f"rank {r} differs from rank 0 in {name} by {diff:.3g}")
+
+
+def equivalence(chorusrun, trainer, tmp, model_args, nps):
+    """1 rank x batch 64 == N ranks x batch 64/N, step for step."""
+    ref = os.path.join(tmp, "np1.%d")
+    run(chorusrun, trainer, 1, COMMON + model_args + ["--batch", "64", "--dump-params",
+                                                      ref.replace("%d", "%r")])
+    counters, _ = read_dump(ref % 0)
+    if counters["optimizer_steps"] != 50:
+        raise Failure(f"reference made {counters['optimizer_steps']} steps, not 50")
+    for np_ in nps:
+        out = os.path.join(tmp, f"np{np_}.%d")
+        run(chorusrun, trainer, np_, COMMON + model_args + [
+            "--batch", str(64 // np_), "--dump-params", out.replace("%d", "%r")])
+        expect_ranks_identical(out, np_)
+        expect_close(out % 0, ref % 0, f"{np_} ranks x batch {64 // np_} vs 1 x 64")
+    return ref
+
+
+def case_equiv_mlp(chorusrun, trainer, tmp):
+    ref = equivalence(chorusrun, trainer, tmp, ["--model", "mlp"], [2, 4])
+    # The comparison can fail: a different global batch (2 x 64) must not pass as equal.
+    wrong = os.path.join(tmp, "wrong.%d")
+    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--batch", "64",
+                                         "--dump-params", wrong.replace("%d", "%r")])
+    diff, _ = worst_relative_difference(wrong % 0, ref % 0)
+    print(f"control (global batch 128 vs 64): relative difference {diff:.3g}")
+    if diff <= RTOL:
+        raise Failure("control run with another global batch compared equal: test is blind")
+
+
+def case_equiv_cnn_syncbn(chorusrun, trainer, tmp):
+    # A narrow CNN (8 and 16 channels) keeps this within seconds; equiv_cnn_syncbn_full
+    # (suite trainer-slow) runs the default width.
+    ref = equivalence(chorusrun, trainer, tmp, ["--model", "cnn", "--sync-bn", "--width", "8"],
+                      [2, 4])
+    # Control: without --sync-bn each rank normalizes by its own 32 samples, which is a
+    # different computation and must not compare equal.
+    local = os.path.join(tmp, "localbn.%d")
+    run(chorusrun, trainer, 2, COMMON + ["--model", "cnn", "--width", "8", "--batch", "32",
+                                         "--dump-params", local.replace("%d", "%r")])
+    diff, _ = worst_relative_difference(local % 0, ref % 0)
+    print(f"control (per-rank batch norm vs sync): relative difference {diff:.3g}")
+    if diff <= RTOL:
+        raise Failure("per-rank batch norm compared equal to sync batch norm: test is blind")
+
+
+def case_equiv_cnn_syncbn_full(chorusrun, trainer, tmp):
+    equivalence(chorusrun, trainer, tmp, ["--model", "cnn", "--sync-bn"], [2, 4])
+
+
+def accuracy_run(chorusrun, trainer, model, minimum):
+    """Acceptance: 2 ranks, 3 epochs, whole data set; final test accuracy >= minimum."""
+    out = run(chorusrun, trainer, 2, ["--model", model, "--epochs", "3", "--no-progress"],
+              timeout=1800)
+    print(out)
+    last = [l for l in out.splitlines() if l.startswith("epoch 3/3")]
+    if len(last) != 1:
+        raise Failure("no epoch 3 line")
+    acc = float(last[0].split("test-acc")[1].split("%")[0])
+    if acc < minimum:
+        raise Failure(f"{model}: test accuracy {acc}% < {minimum}%")
+
+
+def case_accuracy_cnn(chorusrun, trainer, tmp):
+    accuracy_run(chorusrun, trainer, "cnn", 88.0)
+
+
+def case_accuracy_mlp(chorusrun, trainer, tmp):
+    accuracy_run(chorusrun, trainer, "mlp", 85.0)
+
+
+def case_accum(chorusrun, trainer, tmp):
+    """2 ranks: batch 16 x accum 4 == batch 64; only the last micro-step all-reduces."""
+    full = os.path.join(tmp, "full.%d")
+    acc = os.path.join(tmp, "accum.%d")
+    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", "6400", "--batch",
+                                         "64", "--dump-params", full.replace("%d", "%r")])
+    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", "6400", "--batch",
+                                         "16", "--accum", "4", "--dump-params",
+                                         acc.replace("%d", "%r")])
+    expect_ranks_identical(acc, 2)
+    expect_close(acc % 0, full % 0, "batch 16 x accum 4 vs batch 64")
+    cf, _ = read_dump(full % 0)
+    ca, _ = read_dump(acc % 0)
+    print(f"counters: no accum {cf}, accum 4 {ca}")
+    if ca["micro_steps"] != 4 * ca["optimizer_steps"] or ca["optimizer_steps"] != 50:
+        raise Failure(f"accum run: {ca['micro_steps']} micro-steps for {ca['optimizer_steps']} steps")
+    # All-reduces: one per bucket per optimizer step plus the fixed per-run ones (epoch
+    # summary); both runs must issue exactly the same number, i.e. none for the 150
+    # accumulation micro-steps.
+    if ca["allreduce_calls"] != cf["allreduce_calls"]:
+        raise Failure(f"accum run issued {ca['allreduce_calls']} all-reduces, "
+                      f"the plain run {cf['allreduce_calls']}")
+    grad_reduces = ca["optimizer_steps"] * ca["buckets"]
+    if not grad_reduces <= ca["allreduce_calls"] <= grad_reduces + 2:
+        raise Failure(f"{ca['allreduce_calls']} all-reduces for {grad_reduces} bucket reductions")
+
+
+def case_resume(chorusrun, trainer, tmp):
+    """CNN, 2 ranks: epoch 1 + checkpoint + resume for epoch 2 == 2 epochs in one go."""
+    args = ["--model", "cnn", "--train-limit", "1280", "--batch", "32", "--no-eval",
+            "--no-progress", "--seed", "5", "--lr", "0.02"]
+    whole = os.path.join(tmp, "whole.%d")
+    resumed = os.path.join(tmp, "resumed.%d")
+    ckpt = os.path.join(tmp, "ckpt.pt")
+    run(chorusrun, trainer, 2, args + ["--epochs", "2", "--dump-params", whole.replace("%d", "%r")])
+    run(chorusrun, trainer, 2, args + ["--epochs", "1", "--checkpoint", ckpt])
+    if not os.path.exists(ckpt) or os.path.exists(ckpt + ".tmp"):
+        raise Failure("checkpoint missing (or its temporary file left behind)")
+    out = run(chorusrun, trainer, 2, args + ["--epochs", "2", "--resume", ckpt,
+                                             "--dump-params", resumed.replace("%d", "%r")])
+    if "resumed from" not in out:
+        raise Failure("the resumed run did not say it resumed:\n" + out)
+    expect_ranks_identical(resumed, 2)
+    expect_close(resumed % 0, whole % 0, "resumed at epoch 1 vs uninterrupted")
+    c, _ = read_dump(resumed % 0)
+    if c["optimizer_steps"] != 40:
+        raise Failure(f"resumed run ends at step {c['optimizer_steps']}, not 40")
+
+
+def case_eval_trim(chorusrun, trainer, tmp):
+    """Distributed evaluation on 1001 test samples gives the same count on 1, 2 and 3 ranks
+    (the shards are padded to equal size; the padding must be dropped)."""
+    ckpt = os.path.join(tmp, "m.pt")
+    base = ["--model", "mlp", "--train-limit", "640", "--no-progress", "--seed", "3"]
+    run(chorusrun, trainer, 1, base + ["--epochs", "1", "--no-eval", "--checkpoint", ckpt])
+    results = {}
+    for np_ in (1, 2, 3):
+        out = run(chorusrun, trainer, np_, base + ["--epochs", "1", "--resume", ckpt,
+                                                   "--test-limit", "1001"])
+        lines = [l for l in out.splitlines() if l.startswith("test-acc")]
+        if len(lines) != 1:
+            raise Failure(f"np {np_}: no single test-acc line in\n{out}")
+        results[np_] = lines[0]
+        print(f"np {np_}: {lines[0]}")
+    if len(set(results.values())) != 1 or "of 1001)" not in results[1]:
+        raise Failure(f"evaluation differs between world sizes: {results}")
+
+
+def case_trace_overlap(chorusrun, trainer, tmp):
+    """The trace shows each step's first bucket all-reduce launched while backward runs."""
+    trace = os.path.join(tmp, "trace.%d.json")
+    run(chorusrun, trainer, 2, ["--model", "cnn", "--train-limit", "1280", "--max-steps", "6",
+                                "--no-eval", "--no-progress", "--bucket-mb", "0.5",
+                                "--first-bucket-mb", "0.25", "--trace", trace.replace("%d", "%r")])
+    for r in range(2):
+        events = json.load(open(trace % r))["traceEvents"]
+        backward = sorted((e for e in events if e.get("name") == "backward"),
+                          key=lambda e: e["ts"])
+        reduces = [e for e in events if e.get("name", "").startswith("allreduce bucket")]
+        buckets = {e["args"]["bucket"] for e in reduces}
+        if len(backward) != 6 or len(buckets) < 2:
+            raise Failure(f"rank {r}: {len(backward)} backward spans, buckets {buckets}")
+        for b in backward:
+            end = b["ts"] + b["dur"]
+            first = [e for e in reduces if e["args"]["bucket"] == 0 and b["ts"] <= e["ts"] <= end]
+            if len(first) != 1:
+                raise Failure(f"rank {r}: bucket 0 not launched inside backward at ts {b['ts']}")
+            if any(e["tid"] != 1 for e in first):
+                raise Failure("all-reduce span not on the stream lane")
+        print(f"rank {r}: {len(backward)} steps, {len(buckets)} buckets, bucket 0 launched "
+              f"inside backward every step")
+
+
+LAUNCH_ARGS = ["--model", "mlp", "--train-limit", "1280", "--epochs", "1", "--no-eval",
+               "--no-progress", "--seed", "4", "--double"]
+
+
+def launcher_reference(chorusrun, trainer, tmp):
+    ref = os.path.join(tmp, "ref")
+    run(chorusrun, trainer, 2, LAUNCH_ARGS + ["--dump-params", ref])
+    return ref
+
+
+def case_mpirun(chorusrun, trainer, tmp):
+    """Under Open MPI's mpirun (ranks meet through MPI): same result as under chorusrun."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise Skip("mpirun not installed")
+    ref = launcher_reference(chorusrun, trainer, tmp)
+    out = os.path.join(tmp, "mpi")
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", trainer] + LAUNCH_ARGS + [
+        "--dump-params", out]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    if p.returncode != 0:
+        raise Failure(f"mpirun exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    if "(mpi)" not in p.stdout and "(env)" not in p.stdout:
+        raise Failure("no header line naming the launch route:\n" + p.stdout)
+    expect_close(out, ref, "mpirun vs chorusrun")
+
+
+def case_cluster(chorusrun, trainer, tmp):
+    """2 namespaced hosts (tools/cluster, tcp between them): same result as one host."""
+    cluster = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
+                           "cluster")
+    if os.geteuid() != 0:
+        raise Skip("needs root (tools/cluster makes network namespaces)")
+    ref = launcher_reference(chorusrun, trainer, tmp)
+    out = os.path.join(tmp, "cluster")
+    name = f"trn{os.getpid() % 100000}"
+    agent = f"{os.path.abspath(cluster)} agent"
+    inner = [cluster, "exec", "--name", name, "0", "--", os.path.abspath(chorusrun), "-H",
+             f"{name}-h0:1,{name}-h1:1", "--launch-agent", agent, "-x", "CHORUS_DEBUG=INFO",
+             "-x", "CHORUS_DEBUG_SUBSYS=INIT", os.path.abspath(trainer)] + LAUNCH_ARGS + [
+             "--dump-params", out]
+    p = subprocess.run([cluster, "-q", "run", "--name", name, "--hosts", "2", "--"] + inner,
+                       capture_output=True, text=True, timeout=280)
+    if p.returncode != 0:
+        raise Failure(f"cluster run exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    if "via tcp (other host)" not in p.stdout + p.stderr:
+        raise Failure("the ranks did not talk over tcp between hosts:\n" + p.stderr[-2000:])
+    expect_close(out, ref, "2 namespaced hosts vs one host")
+
+
+def case_bad_input(chorusrun, trainer, tmp):
+    p = subprocess.run([trainer, "--model", "resnet"], capture_output=True, text=True, timeout=60)
+    if p.returncode != 2 or "--model" not in p.stderr:
+        raise Failure(f"bad --model: exit {p.returncode}, stderr {p.stderr!r}")
+    p = subprocess.run([trainer, "--data-dir", os.path.join(tmp, "nowhere")], capture_output=True,
+                       text=True, timeout=120)
+    if p.returncode == 0 or "apt-get install dataset-fashion-mnist" not in p.stderr:
+        raise Failure(f"missing data: exit {p.returncode}, stderr {p.stderr!r}")
+    garbage = os.path.join(tmp, "garbage")
+    os.makedirs(garbage)
+    for name in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        with open(os.path.join(garbage, name), "wb") as f:
+            f.write(b"\x00\x00\x08\x03" + b"\xff" * 16)  # header claims 4G images
+    p = subprocess.run([trainer, "--data-dir", garbage], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode == 0 or "error" not in p.stderr:
+        raise Failure(f"garbage data: exit {p.returncode}, stderr {p.stderr!r}")
+    p = subprocess.run([trainer, "--resume", os.path.join(tmp, "none.pt"), "--train-limit", "64",
+                        "--no-eval"], capture_output=True, text=True, timeout=120)
+    if p.returncode == 0 or "cannot load checkpoint" not in p.stderr:
+        raise Failure(f"missing checkpoint: exit {p.returncode}, stderr {p.stderr!r}")
+    print("bad flag, missing data, garbage data, missing checkpoint: clear errors")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in CASES:
+        print(__doc__)
+        return 2
+    chorusrun, trainer, case = sys.argv[1:]
+    if case != "bad_input" and not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
+        print(f"SKIP: Fashion-MNIST not installed in {DATA} (apt-get install dataset-fashion-mnist)")
+        return 77
+    with tempfile.TemporaryDirectory(prefix="chorus-train-") as tmp:
+        try:
+            CASES[case](chorusrun, trainer, tmp)
+        except Failure as e:
+            print(f"FAIL: {e}")
+            return 1
+        except Skip as e:
+            print(f"SKIP: {e}")
+            return 77
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

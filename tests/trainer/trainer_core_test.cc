@@ -1,0 +1,129 @@
+// Unit tests of the trainer's torch-free pieces: the distributed sampler, the bucket plan,
+// the IDX reader and the option parser.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bucket_plan.h"
+#include "idx.h"
+#include "options.h"
+#include "sampler.h"
+
+namespace trainer {
+namespace {
+
+TEST(Sampler, ShardsCoverEverySampleAndArePaddedEvenly) {
+  for (int world : {1, 2, 3, 4, 7}) {
+    const int64_t n = 1001;
+    std::multiset<int64_t> seen;
+    size_t perRank = 0;
+    for (int r = 0; r < world; ++r) {
+      DistributedSampler s(n, r, world, true, 42);
+      s.setEpoch(3);
+      auto idx = s.indices();
+      if (r == 0) perRank = idx.size();
+      EXPECT_EQ(idx.size(), perRank) << "rank " << r;
+      EXPECT_EQ(int64_t(idx.size()), (n + world - 1) / world);
+      seen.insert(idx.begin(), idx.end());
+    }
+    std::set<int64_t> distinct(seen.begin(), seen.end());
+    EXPECT_EQ(int64_t(distinct.size()), n) << "world " << world;
+    EXPECT_EQ(*distinct.begin(), 0);
+    EXPECT_EQ(*distinct.rbegin(), n - 1);
+    EXPECT_EQ(int64_t(seen.size()) - n, int64_t(perRank) * world - n);  // the padding only
+  }
+}
+
+TEST(Sampler, FirstBatchesOfAllRanksAreTheSingleRankBatch) {
+  // The property the equivalence tests rely on: 2 ranks x 32 == 1 rank x 64, per step.
+  const int64_t n = 3200;
+  DistributedSampler one(n, 0, 1, true, 7);
+  auto all = one.indices();
+  std::vector<std::vector<int64_t>> ranks;
+  for (int r = 0; r < 2; ++r) ranks.push_back(DistributedSampler(n, r, 2, true, 7).indices());
+  for (int step = 0; step < 50; ++step) {
+    std::multiset<int64_t> a(all.begin() + step * 64, all.begin() + (step + 1) * 64);
+    std::multiset<int64_t> b;
+    for (auto& idx : ranks) b.insert(idx.begin() + step * 32, idx.begin() + (step + 1) * 32);
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+}
+
+TEST(Sampler, ReshufflesPerEpochAndNotWithoutShuffle) {
+  DistributedSampler s(100, 0, 1, true, 1);
+  auto e0 = s.indices();
+  s.setEpoch(1);
+  auto e1 = s.indices();
+  EXPECT_NE(e0, e1);
+  s.setEpoch(0);
+  EXPECT_EQ(s.indices(), e0);  // deterministic: a resumed run gets the same order
+  DistributedSampler plain(10, 1, 3, false, 1);
+  EXPECT_EQ(plain.indices(), (std::vector<int64_t>{1, 4, 7, 0}));  // wraps to pad
+  EXPECT_THROW(DistributedSampler(10, 3, 3, true, 1), std::invalid_argument);
+  EXPECT_THROW(DistributedSampler(0, 0, 1, true, 1), std::invalid_argument);
+}
+
+TEST(BucketPlan, ClosesBucketsAtTheirCaps) {
+  // Sizes in ready order; first cap 10, then 25.
+  auto plan = planBuckets({4, 4, 4, 30, 5, 5, 20, 1}, 10, 25);
+  std::vector<std::vector<size_t>> want = {{0, 1, 2}, {3}, {4, 5, 6}, {7}};
+  EXPECT_EQ(plan, want);
+  EXPECT_EQ(planBuckets({}, 10, 25).size(), 0u);
+  EXPECT_EQ(planBuckets({1, 1, 1}, 1 << 20, 1 << 20).size(), 1u);
+}
+
+std::string writeGz(const std::string& name, const std::vector<unsigned char>& bytes) {
+  std::string path = ::testing::TempDir() + name;
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), unsigned(bytes.size()));
+  gzclose(f);
+  return path;
+}
+
+TEST(Idx, ReadsImagesAndRejectsBadFiles) {
+  std::vector<unsigned char> images = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3};
+  for (int i = 0; i < 12; ++i) images.push_back(static_cast<unsigned char>(i));
+  IdxArray a = readIdx(writeGz("img.gz", images), 3);
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(a.data.size(), 12u);
+  EXPECT_EQ(a.data[11], 11);
+  EXPECT_THROW(readIdx(writeGz("img2.gz", images), 1), std::runtime_error);  // wrong rank
+  images.resize(images.size() - 1);
+  EXPECT_THROW(readIdx(writeGz("short.gz", images), 3), std::runtime_error);  // truncated
+  std::vector<unsigned char> floats = {0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0};
+  EXPECT_THROW(readIdx(writeGz("float.gz", floats), 1), std::runtime_error);  // not ubyte
+  EXPECT_THROW(readIdx(::testing::TempDir() + "does-not-exist.gz", 1), std::runtime_error);
+}
+
+TEST(Options, ParsesAndRejects) {
+  Options o;
+  const char* ok[] = {"chorus-train", "--model", "mlp", "--accum", "4", "--sync-bn",
+                      "--bucket-mb", "0.5", "--dump-params", "d.%r"};
+  ASSERT_TRUE(parseOptions(10, const_cast<char**>(ok), &o));
+  EXPECT_EQ(o.model, "mlp");
+  EXPECT_EQ(o.accum, 4);
+  EXPECT_TRUE(o.syncBn);
+  EXPECT_DOUBLE_EQ(o.bucketMb, 0.5);
+  EXPECT_EQ(perRankPath(o.dumpParams, 3), "d.3");
+  EXPECT_EQ(perRankPath("plain", 0), "plain");
+  EXPECT_EQ(perRankPath("plain", 1), "");
+  for (auto bad : std::vector<std::vector<const char*>>{{"x", "--model", "resnet"},
+                                                        {"x", "--batch", "0"},
+                                                        {"x", "--lr", "abc"},
+                                                        {"x", "--epochs"},
+                                                        {"x", "--frobnicate"}}) {
+    Options p;
+    EXPECT_THROW(parseOptions(int(bad.size()), const_cast<char**>(bad.data()), &p),
+                 std::invalid_argument)
+        << bad[1];
+  }
+}
+
+}  // namespace
+}  // namespace trainer

@@ -1,0 +1,77 @@
+#include "comm.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "launch_init.h"
+
+namespace trainer {
+
+Comm::Comm(int* argc, char*** argv) {
+  chorusResult_t r = perf::launchInit(&comm_, argc, argv, &how_);
+  if (r != chorusSuccess)
+    throw std::runtime_error(std::string("joining the job failed: ") + chorusGetErrorString(r) +
+                             " (" + chorusGetLastError(nullptr) + ")");
+  check(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank");
+  check(chorusCommCount(comm_, &size_), "chorusCommCount");
+  check(chorusStreamCreate(&stream_), "chorusStreamCreate");
+}
+
+Comm::~Comm() {
+  if (stream_) chorusStreamDestroy(stream_);
+  if (comm_) {
+    chorusCommFinalize(comm_);
+    chorusCommDestroy(comm_);
+  }
+  perf::launchFinalize();
+}
+
+void Comm::check(chorusResult_t r, const char* what) {
+  if (r == chorusSuccess) return;
+  throw std::runtime_error(std::string(what) + " failed on rank " + std::to_string(rank_) +
+                           ": " + chorusGetErrorString(r) + " (" + chorusGetLastError(comm_) +
+                           ")");
+}
+
+void Comm::allReduceAsync(void* buf, size_t count, chorusDataType_t type, chorusRedOp_t op) {
+  ++allReduceCalls_;
+  check(chorusAllReduce(buf, buf, count, type, op, comm_, stream_), "chorusAllReduce");
+}
+
+bool Comm::idle() {
+  chorusResult_t r = chorusStreamQuery(stream_);
+  if (r == chorusInProgress) return false;
+  check(r, "chorusStreamQuery");
+  return true;
+}
+
+void Comm::wait() {
+  auto start = std::chrono::steady_clock::now();
+  chorusResult_t r = chorusStreamSynchronize(stream_);
+  waitSeconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check(r, "a collective on the training stream");
+}
+
+void Comm::allReduce(void* buf, size_t count, chorusDataType_t type, chorusRedOp_t op) {
+  allReduceAsync(buf, count, type, op);
+  wait();
+}
+
+void Comm::broadcast(void* buf, size_t count, chorusDataType_t type, int root) {
+  check(chorusBroadcast(buf, buf, count, type, root, comm_, stream_), "chorusBroadcast");
+  wait();
+}
+
+void Comm::allGather(const void* send, void* recv, size_t countPerRank, chorusDataType_t type) {
+  check(chorusAllGather(send, recv, countPerRank, type, comm_, stream_), "chorusAllGather");
+  wait();
+}
+
+void Comm::barrier() {
+  check(chorusBarrier(comm_, stream_), "chorusBarrier");
+  wait();
+}
+
+}  // namespace trainer

@@ -1,0 +1,60 @@
+// comm.h — the trainer's one door to Chorus: every byte that crosses ranks goes through here.
+//
+// All collectives go onto one host stream, in program order, so that asynchronous bucket
+// all-reduces (queued from autograd hooks during backward) and blocking collectives (sync
+// batch norm, evaluation, checkpoints) can never run concurrently on the communicator or
+// in a different order on different ranks. Blocking calls are "queue, then wait"; time
+// spent waiting is what the epoch line reports as communication time. Errors become
+// std::runtime_error carrying chorusGetLastError's text.
+#pragma once
+
+#include <chorus.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trainer {
+
+class Comm {
+ public:
+  /// Joins the job the way the perf binaries do (perf/launch_init.h): chorusrun, torchrun,
+  /// Slurm or CHORUS_INIT variables, MPI under mpirun, or alone.
+  Comm(int* argc, char*** argv);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// How the communicator was formed ("env", "mpi", "single").
+  const char* how() const { return how_; }
+
+  /// Queues an in-place all-reduce; `buf` must not be touched until wait().
+  void allReduceAsync(void* buf, size_t count, chorusDataType_t type, chorusRedOp_t op);
+  /// True when everything queued so far has finished (never blocks).
+  bool idle();
+  /// Waits for everything queued so far.
+  void wait();
+
+  void allReduce(void* buf, size_t count, chorusDataType_t type, chorusRedOp_t op);
+  void broadcast(void* buf, size_t count, chorusDataType_t type, int root);
+  void allGather(const void* send, void* recv, size_t countPerRank, chorusDataType_t type);
+  void barrier();
+
+  /// All-reduces issued so far (asynchronous and blocking).
+  uint64_t allReduceCalls() const { return allReduceCalls_; }
+  /// Seconds this thread has spent blocked waiting for communication.
+  double waitSeconds() const { return waitSeconds_; }
+
+ private:
+  void check(chorusResult_t r, const char* what);
+
+  chorusComm_t comm_ = nullptr;
+  chorusStream_t stream_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  const char* how_ = "";
+  uint64_t allReduceCalls_ = 0;
+  double waitSeconds_ = 0;
+};
+
+}  // namespace trainer

@@ -1,0 +1,22 @@
+// evaluate.h — distributed evaluation: each rank predicts its shard of the test set; the
+// predictions are all-gathered, put back in dataset order and trimmed to the true size
+// (the sampler pads the shards to equal length).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "comm.h"
+
+namespace trainer {
+
+struct EvalResult {
+  int64_t correct = 0;
+  int64_t total = 0;
+  double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
+};
+
+/// `images` [N,1,28,28], `labels` [N] (int64), the same on every rank.
+EvalResult evaluate(torch::nn::Sequential& model, const torch::Tensor& images,
+                    const torch::Tensor& labels, Comm& comm);
+
+}  // namespace trainer

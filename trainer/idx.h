@@ -1,0 +1,25 @@
+// idx.h — reads the IDX files of (Fashion-)MNIST, gzipped as Debian ships them.
+//
+// IDX is a big-endian header (magic, dimension sizes) followed by raw bytes. Kept free of
+// torch so it compiles in seconds and can be tested on its own; the trainer turns the bytes
+// into tensors.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+/// An IDX file of unsigned bytes: `dims` sizes (e.g. {60000, 28, 28}) and the data.
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+  int64_t items() const { return dims.empty() ? 0 : dims[0]; }
+};
+
+/// Reads a gzip-compressed (or plain) IDX file of type ubyte with `expectedRank`
+/// dimensions. Throws std::runtime_error naming the file and what is wrong with it.
+IdxArray readIdx(const std::string& path, int expectedRank);
+
+}  // namespace trainer

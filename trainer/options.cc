@@ -1,0 +1,116 @@
+#include "options.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "dataset.h"
+
+namespace trainer {
+namespace {
+
+const char kUsage[] =
+    "usage: chorus-train [options]   (run it under chorusrun -np N, mpirun or srun)\n"
+    "  --model cnn|mlp        model (default cnn: 2 conv + batch norm; mlp: 784-256-128-10)\n"
+    "  --epochs N             epochs (default 3)\n"
+    "  --batch N              per-rank batch size (default 64; global batch = N x ranks x accum)\n"
+    "  --accum K              gradient accumulation: K micro-batches per step, all-reduce\n"
+    "                         only on the last (default 1)\n"
+    "  --lr X --momentum X --weight-decay X   SGD (defaults 0.05, 0.9, 0)\n"
+    "  --bucket-mb X          gradient bucket cap in MB (default 25)\n"
+    "  --first-bucket-mb X    cap of the first bucket in MB (default 1)\n"
+    "  --sync-bn              batch norm with mean/variance over all ranks\n"
+    "  --no-overlap           all-reduce the buckets only after backward (for comparison)\n"
+    "  --width N              CNN channels: N, then 2N (default 32)\n"
+    "  --double               float64 model and data\n"
+    "  --seed N               shared seed: initial weights and shuffling (default 1)\n"
+    "  --threads N            libtorch intra-op threads per rank (default 1)\n"
+    "  --data-dir DIR         Fashion-MNIST files (default /usr/share/datasets/fashion-mnist)\n"
+    "  --train-limit N        train on the first N samples only\n"
+    "  --test-limit N         evaluate on the first N test samples only\n"
+    "  --max-steps N          stop after N optimizer steps\n"
+    "  --no-eval              skip the per-epoch test evaluation\n"
+    "  --checkpoint FILE      save a checkpoint at the end of every epoch (rank 0 writes)\n"
+    "  --resume FILE          continue from a checkpoint\n"
+    "  --dump-params FILE     write final parameters, buffers and counters as text\n"
+    "  --trace FILE           write a Chrome trace of the first --trace-steps steps\n"
+    "  --trace-steps N        steps to trace (default 20)\n"
+    "  --no-progress          no progress bar\n"
+    "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
+
+int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != 0 || x < lo || x > hi)
+    throw std::invalid_argument(flag + ": expected an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + v + "'");
+  return x;
+}
+
+double toDouble(const std::string& flag, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != 0 || !(x >= lo && x <= hi))
+    throw std::invalid_argument(flag + ": expected a number in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + v + "'");
+  return x;
+}
+
+}  // namespace
+
+bool parseOptions(int argc, char** argv, Options* o) {
+  o->dataDir = kDefaultDataDir;
+  constexpr int64_t kBig = int64_t(1) << 40;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + ": missing value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return false;
+    } else if (a == "--model") {
+      o->model = value();
+      if (o->model != "cnn" && o->model != "mlp")
+        throw std::invalid_argument("--model: expected cnn or mlp, got '" + o->model + "'");
+    } else if (a == "--epochs") o->epochs = toInt(a, value(), 1, 100000);
+    else if (a == "--batch") o->batch = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--accum") o->accum = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--lr") o->lr = toDouble(a, value(), 0, 1e3);
+    else if (a == "--momentum") o->momentum = toDouble(a, value(), 0, 1);
+    else if (a == "--weight-decay") o->weightDecay = toDouble(a, value(), 0, 1);
+    else if (a == "--bucket-mb") o->bucketMb = toDouble(a, value(), 1e-6, 1e6);
+    else if (a == "--first-bucket-mb") o->firstBucketMb = toDouble(a, value(), 1e-6, 1e6);
+    else if (a == "--sync-bn") o->syncBn = true;
+    else if (a == "--no-overlap") o->overlap = false;
+    else if (a == "--width") o->width = toInt(a, value(), 1, 4096);
+    else if (a == "--double") o->useDouble = true;
+    else if (a == "--seed") o->seed = uint64_t(toInt(a, value(), 0, kBig));
+    else if (a == "--threads") o->threads = int(toInt(a, value(), 1, 1024));
+    else if (a == "--data-dir") o->dataDir = value();
+    else if (a == "--train-limit") o->trainLimit = toInt(a, value(), 1, kBig);
+    else if (a == "--test-limit") o->testLimit = toInt(a, value(), 1, kBig);
+    else if (a == "--max-steps") o->maxSteps = toInt(a, value(), 1, kBig);
+    else if (a == "--no-eval") o->eval = false;
+    else if (a == "--checkpoint") o->checkpoint = value();
+    else if (a == "--resume") o->resume = value();
+    else if (a == "--dump-params") o->dumpParams = value();
+    else if (a == "--trace") o->trace = value();
+    else if (a == "--trace-steps") o->traceSteps = toInt(a, value(), 1, kBig);
+    else if (a == "--no-progress") o->progress = false;
+    else
+      throw std::invalid_argument("unknown option '" + a + "' (see --help)");
+  }
+  return true;
+}
+
+std::string perRankPath(const std::string& pattern, int rank) {
+  size_t at = pattern.find("%r");
+  if (at == std::string::npos) return rank == 0 ? pattern : std::string();
+  std::string p = pattern;
+  p.replace(at, 2, std::to_string(rank));
+  return p;
+}
+
+}  // namespace trainer
