@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/wait.h"
+#include "proxied/channel_health.h"
 #include "rdma/verbs.h"
 
 namespace chorus {
@@ -58,12 +59,9 @@ struct SlotRing {
 
 constexpr uint8_t kMsgLL = 1;  // the message is (part of) a low-latency message
 
-struct Channel {
-  Channel(Proxy* p, Doorbell* b, int peerRank) : proxy(p), bell(b), peer(peerRank) {}
+struct Channel : proxied::ChannelHealth {  // failure and the peer's name ("rank 3 (mlx5_0:1 qp 0x1a2)")
+  Channel(Proxy* p, Doorbell* b, int peerRank) : ChannelHealth(b, peerRank), proxy(p) {}
   Proxy* const proxy;
-  Doorbell* const bell;  // the application's waiters sleep here
-  const int peer;
-  std::string peerDesc;  // "rank 3 (mlx5_0:1 qp 0x1a2)", set before activation
 
   SlotRing sendRing;     // staging: the application writes here, the HCA reads
   SlotRing recvRing;     // FIFO: the peer's HCA writes here, the application reads
@@ -73,12 +71,6 @@ struct Channel {
   alignas(64) std::atomic<uint64_t> sendFree{0};      // progress: see above
   alignas(64) std::atomic<uint64_t> recvHead{0};      // progress: messages arrived
   alignas(64) std::atomic<uint64_t> recvReleased{0};  // application: messages given back
-
-  /// Set once by whoever sees the failure first; `error` is written before the release
-  /// store of `failed` and never again.
-  std::atomic<int> failed{0};
-  std::atomic<bool> claimed{false};
-  std::string error;
 
   /// Raised by the application to get the progress thread's attention.
   std::atomic<bool> kicked{false};
@@ -97,12 +89,6 @@ struct Channel {
   bool stagingHeld = false; // holds a registration-cache use while writes are in flight
   uint32_t stagingLkey = 0;
 
-  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
-  /// Records the first failure and wakes every waiter (any thread).
-  void markFailed(int res, const std::string& msg);
-  /// Application thread: the recorded failure as an error return naming the peer and
-  /// what was being done.
-  chorusResult_t raise(const char* what) const;
 };
 
 }  // namespace rdma

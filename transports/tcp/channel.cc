@@ -15,22 +15,6 @@
 namespace chorus {
 namespace tcp {
 
-void Channel::markFailed(int res, const std::string& msg) {
-  if (claimed.exchange(true, std::memory_order_acq_rel)) return;
-  error = msg;
-  failed.store(res, std::memory_order_release);
-  CHORUS_INFO(kLogNet, "%s", msg.c_str());
-  // Every waiter must see it promptly: bump the bell even if nobody is registered yet.
-  bell->seq.fetch_add(1, std::memory_order_seq_cst);
-  ringDoorbell(bell);
-}
-
-chorusResult_t Channel::raise(const char* what) const {
-  const int res = failed.load(std::memory_order_acquire);
-  return fail(res ? static_cast<chorusResult_t>(res) : chorusInternalError, __FILE__, __LINE__,
-              "%s during %s", error.c_str(), what ? what : "a transfer");
-}
-
 namespace {
 
 // Classifies a failed send/recv: a peer that went away is the peer's problem (remote), any

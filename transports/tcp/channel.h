@@ -21,6 +21,7 @@
 
 #include "bootstrap/socket.h"
 #include "core/wait.h"
+#include "proxied/channel_health.h"
 #include "tcp/wire.h"
 
 namespace chorus {
@@ -54,21 +55,11 @@ struct SlotRing {
   char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
 };
 
-/// State common to both directions.
-struct Channel {
-  Channel(Proxy* p, Doorbell* b, int peerRank) : proxy(p), bell(b), peer(peerRank) {}
+/// State common to both directions (failure and the peer's name: proxied::ChannelHealth).
+struct Channel : proxied::ChannelHealth {
+  Channel(Proxy* p, Doorbell* b, int peerRank) : ChannelHealth(b, peerRank), proxy(p) {}
   Proxy* const proxy;
-  Doorbell* const bell;  // the application's waiters sleep here
-  const int peer;
-  std::string peerDesc;  // "rank 3 (10.77.0.4:41234)", set before activation
   SlotRing ring;
-
-  /// Set once, by whoever sees the failure first (the progress thread, or finishSetup for
-  /// a peer that never connected): `error` is written before the release store of `failed`
-  /// and never again; `claimed` makes the first writer the only one.
-  std::atomic<int> failed{0};  // a chorusResult_t, 0 while healthy
-  std::atomic<bool> claimed{false};
-  std::string error;
 
   /// Raised by the application to get the progress thread's attention (see Proxy::kick).
   std::atomic<bool> kicked{false};
@@ -77,12 +68,6 @@ struct Channel {
   bool active = false;
   EpollTag tag{EpollTag::kSend, this};  // what epoll reports for any of its sockets
 
-  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
-  /// Records the first failure and wakes every waiter (any thread).
-  void markFailed(int res, const std::string& msg);
-  /// Application thread: turns the recorded failure into an error return (logged once per
-  /// call by CHORUS_FAIL's machinery) naming the peer and what was being done.
-  chorusResult_t raise(const char* what) const;
 };
 
 struct SendChannel : Channel {

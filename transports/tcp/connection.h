@@ -1,72 +1,43 @@
-// tcp/connection.h — the application's ends of a TCP connection.
-//
-// Thin handles over a channel owned by the transport (the progress thread may still touch
-// a channel after the communicator dropped its handles, so the handles own nothing). TCP
-// has no separate low-latency channel: LL messages travel through the same slot FIFO,
-// flagged, so they can never overtake or be overtaken by slot messages. A receiver copies
-// an LL message out and frees its slot at once, so holding one (waitLL .. releaseLL) never
-// keeps a slot from the sender.
+// tcp/connection.h — the application's ends of a TCP connection: the FIFO ends every
+// proxied transport shares (proxied/fifo_ends.h) over a tcp channel's counters.
 #pragma once
 
-#include <vector>
-
+#include "proxied/fifo_ends.h"
 #include "tcp/channel.h"
-#include "transports/transport.h"  // the interface; a bare "transport.h" is tcp/transport.h
+#include "tcp/proxy.h"
 
 namespace chorus {
 namespace tcp {
 
-class TcpSendConn final : public SendConn {
- public:
-  TcpSendConn(SendChannel* c, size_t llMax) : c_(c), llMax_(llMax) {}
-  size_t slotBytes() const override { return c_->ring.slotBytes; }
-  chorusResult_t acquire(void** slot, const WaitCtx& w) override;
-  void* tryAcquire() override;
-  void post(size_t bytes) override { publish(bytes, 0); }
-  size_t llMaxBytes() const override { return llMax_; }
-  chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override;
-  chorusResult_t check(const char* what) override {
-    return c_->healthy() ? chorusSuccess : c_->raise(what);
+static_assert(kMsgLL == proxied::kMsgLL, "stripe headers carry the FIFO's LL flag as is");
+
+struct SendSide {
+  using Channel = SendChannel;
+  static SlotRing& ring(SendChannel* c) { return c->ring; }
+  /// Slots whose bytes the kernel has taken: free again.
+  static uint64_t freed(SendChannel* c) { return c->tail.load(std::memory_order_acquire); }
+  static void posted(SendChannel* c, uint64_t head) {
+    c->head.store(head, std::memory_order_release);
+    c->proxy->kick(c);
   }
-
- private:
-  void publish(size_t bytes, uint8_t flags);
-
-  SendChannel* c_;
-  size_t llMax_;
-  uint64_t head_ = 0;       // posted (our copy)
-  uint64_t tailCache_ = 0;  // last tail seen
 };
 
-class TcpRecvConn final : public RecvConn {
- public:
-  TcpRecvConn(RecvChannel* c, size_t llMax) : c_(c), llMax_(llMax) {}
-  size_t slotBytes() const override { return c_->ring.slotBytes; }
-  chorusResult_t wait(const void** slot, size_t* bytes, const WaitCtx& w) override;
-  bool test(const void** slot, size_t* bytes) override;
-  void release() override;
-  size_t llMaxBytes() const override { return llMax_; }
-  chorusResult_t recvLL(void* dst, size_t bytes, const WaitCtx& w) override;
-  chorusResult_t waitLL(const void** data, size_t bytes, const WaitCtx& w) override;
-  void releaseLL() override {}
-  chorusResult_t check(const char* what) override {
-    return c_->healthy() ? chorusSuccess : c_->raise(what);
+struct RecvSide {
+  using Channel = RecvChannel;
+  static SlotRing& ring(RecvChannel* c) { return c->ring; }
+  static uint64_t arrived(RecvChannel* c) { return c->head.load(std::memory_order_acquire); }
+  static void released(RecvChannel* c, uint64_t tail) {
+    c->released.store(tail, std::memory_order_seq_cst);
+    // The progress thread stopped reading for want of a free slot: this is the one.
+    if (c->stalled.load(std::memory_order_seq_cst)) {
+      c->stalled.store(false, std::memory_order_relaxed);
+      c->proxy->kick(c);
+    }
   }
-
- private:
-  /// Waits for the next message, whatever its kind.
-  chorusResult_t next(const WaitCtx& w);
-  /// Receives an LL message of `bytes` into dst, piece by piece.
-  chorusResult_t takeLL(void* dst, size_t bytes, const WaitCtx& w);
-  chorusResult_t wrongKind(bool wantLL, const WaitCtx& w) const;
-
-  RecvChannel* c_;
-  size_t llMax_;
-  uint64_t tail_ = 0;       // released (our copy)
-  uint64_t headCache_ = 0;  // last head seen
-  std::vector<char> llCopy_;
-  bool warnedKind_ = false;
 };
+
+using TcpSendConn = proxied::SendEnd<SendSide>;
+using TcpRecvConn = proxied::RecvEnd<RecvSide>;
 
 }  // namespace tcp
 }  // namespace chorus

@@ -1,0 +1,37 @@
+// proxied/channel_health.h — how a channel driven by a progress thread (tcp, rdma) fails.
+//
+// The first thread to see a failure (the progress thread, or set-up for a peer that never
+// connected) records it once; every application waiter then returns it, naming the peer and
+// what it was doing. `error` is written before the release store of `failed` and never
+// again; `claimed` makes the first writer the only one.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "chorus.h"
+#include "core/wait.h"
+
+namespace chorus {
+namespace proxied {
+
+struct ChannelHealth {
+  ChannelHealth(Doorbell* b, int peerRank) : bell(b), peer(peerRank) {}
+  Doorbell* const bell;  // the application's waiters sleep here
+  const int peer;
+  std::string peerDesc;  // "rank 3 (10.0.0.2:41234)", set before activation
+
+  std::atomic<int> failed{0};  // a chorusResult_t, 0 while healthy
+  std::atomic<bool> claimed{false};
+  std::string error;
+
+  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
+  /// Records the first failure and wakes every waiter (any thread).
+  void markFailed(int res, const std::string& msg);
+  /// Application thread: the recorded failure as an error return (logged once per call by
+  /// CHORUS_FAIL's machinery) naming the peer and what was being done.
+  chorusResult_t raise(const char* what) const;
+};
+
+}  // namespace proxied
+}  // namespace chorus
