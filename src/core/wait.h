@@ -50,6 +50,14 @@ inline void ringDoorbell(Doorbell* bell) {
   }
 }
 
+/// Wakes every thread sleeping on `bell`, registered as a sleeper or about to be (an
+/// abort: nobody may go on sleeping until its time slice ends).
+inline void wakeAllWaiters(Doorbell* bell) {
+  bell->seq.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
 /// True once process `pid` is gone: no such process, or a zombie (killed, not yet reaped by
 /// its parent — a launcher slow to wait(), or none at all, must not hide a dead peer).
 bool processGone(int pid);

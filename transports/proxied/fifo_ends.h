@@ -85,7 +85,7 @@ class SendEnd final : public SendConn {
     // the receiver knows `bytes` too.
     size_t off = 0;
     do {
-      void* slot;
+      void* slot = nullptr;
       CHORUS_CHECK(acquire(&slot, w));
       const size_t n = std::min(Side::ring(c_).slotBytes, bytes - off);
       if (n) std::memcpy(slot, static_cast<const char*>(data) + off, n);

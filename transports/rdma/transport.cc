@@ -254,11 +254,7 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
 
 void RdmaTransport::wakeAll() {
   aborted_.store(true);
-  if (!proxy_) return;
-  Doorbell* bell = proxy_->bell();
-  bell->seq.fetch_add(1);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
-          nullptr, 0);
+  if (proxy_) wakeAllWaiters(proxy_->bell());
 }
 
 }  // namespace rdma

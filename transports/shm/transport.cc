@@ -156,10 +156,7 @@ void ShmTransport::finishSetup() {
 
 void ShmTransport::wakeAll() {
   if (!own_.base) return;
-  Doorbell* bell = &static_cast<SegmentHeader*>(own_.base)->bell;
-  bell->seq.fetch_add(1);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
-          nullptr, 0);
+  wakeAllWaiters(&static_cast<SegmentHeader*>(own_.base)->bell);
 }
 
 }  // namespace shm

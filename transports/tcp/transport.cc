@@ -184,11 +184,7 @@ void TcpTransport::finishSetup() {
 
 void TcpTransport::wakeAll() {
   aborted_.store(true);
-  if (!proxy_) return;
-  Doorbell* bell = proxy_->bell();
-  bell->seq.fetch_add(1);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
-          nullptr, 0);
+  if (proxy_) wakeAllWaiters(proxy_->bell());
 }
 
 }  // namespace tcp
