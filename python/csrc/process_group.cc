@@ -2,7 +2,10 @@
 // point-to-point, barriers and coalescing. The collectives are in collectives.cc.
 #include "process_group.h"
 
+#include <pybind11/pybind11.h>
+
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "completion_queue.h"
@@ -46,6 +49,11 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
+  // Never wait for the completion thread while holding the GIL: finishing its last Works
+  // drops tensors that Python also references, and that decref takes the GIL. (Seen as a
+  // hang in destroy_process_group about one run in a few dozen.)
+  std::unique_ptr<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && PyGILState_Check()) noGil = std::make_unique<pybind11::gil_scoped_release>();
   queue_->shutdown();
   chorusStreamDestroy(stream_);
   chorusCommDestroy(comm_);
