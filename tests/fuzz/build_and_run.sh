@@ -77,13 +77,35 @@ EOF
 }
 
 TARGETS=${*:-boot_handshake boot_ids tcp_wire hostlist rendezvous}
-for t in $TARGETS; do
-  mkdir -p "$OUT/$t/corpus"
+# Builds one target (one clang command; the objects are not shared between targets).
+build_target() {
+  t=$1
   src=$(sources "$t")
   echo "== fuzz_$t: building" >&2
   # shellcheck disable=SC2086
-  (cd "$SRC" && $CXX $FLAGS -o "$OUT/$t/fuzz_$t" "tests/fuzz/fuzz_$t.cc" $src -lpthread)
+  (cd "$SRC" && $CXX $FLAGS -o "$OUT/$t/fuzz_$t" "tests/fuzz/fuzz_$t.cc" $src -lpthread) ||
+    echo "fuzz_$t: build FAILED" >"$OUT/$t/build-failed"
+}
+
+JOBS=${FUZZ_JOBS:-$(nproc)}
+running=0
+for t in $TARGETS; do
+  mkdir -p "$OUT/$t/corpus"
+  rm -f "$OUT/$t/build-failed"
   seed "$t"
+  build_target "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then
+    wait
+    running=0
+  fi
+done
+wait
+for t in $TARGETS; do
+  if [ -e "$OUT/$t/build-failed" ]; then
+    cat "$OUT/$t/build-failed" >&2
+    exit 1
+  fi
 done
 # Runs one target for SECS seconds; its verdict goes to OUT/<target>/verdict.
 run_target() {
@@ -102,7 +124,6 @@ run_target() {
 
 # The targets are single-threaded: FUZZ_JOBS of them (default: one per core) run at once,
 # so CI gets a full FUZZ_SECONDS per target in a fraction of the serial time.
-JOBS=${FUZZ_JOBS:-$(nproc)}
 running=0
 for t in $TARGETS; do
   rm -f "$OUT/$t/verdict"
