@@ -87,20 +87,29 @@ build_target() {
     echo "fuzz_$t: build FAILED" >"$OUT/$t/build-failed"
 }
 
+# Runs "$1 TARGET" for every target, FUZZ_JOBS of them (default: one per core) at once:
+# each target is one single-threaded process, so CI gets a full FUZZ_SECONDS per target
+# in a fraction of the serial time.
 JOBS=${FUZZ_JOBS:-$(nproc)}
-running=0
+each_target() {
+  running=0
+  for t in $TARGETS; do
+    "$1" "$t" &
+    running=$((running + 1))
+    if [ "$running" -ge "$JOBS" ]; then
+      wait
+      running=0
+    fi
+  done
+  wait
+}
+
 for t in $TARGETS; do
   mkdir -p "$OUT/$t/corpus"
-  rm -f "$OUT/$t/build-failed"
+  rm -f "$OUT/$t/build-failed" "$OUT/$t/verdict"
   seed "$t"
-  build_target "$t" &
-  running=$((running + 1))
-  if [ "$running" -ge "$JOBS" ]; then
-    wait
-    running=0
-  fi
 done
-wait
+each_target build_target
 for t in $TARGETS; do
   if [ -e "$OUT/$t/build-failed" ]; then
     cat "$OUT/$t/build-failed" >&2
@@ -122,19 +131,7 @@ run_target() {
   fi
 }
 
-# The targets are single-threaded: FUZZ_JOBS of them (default: one per core) run at once,
-# so CI gets a full FUZZ_SECONDS per target in a fraction of the serial time.
-running=0
-for t in $TARGETS; do
-  rm -f "$OUT/$t/verdict"
-  run_target "$t" &
-  running=$((running + 1))
-  if [ "$running" -ge "$JOBS" ]; then
-    wait
-    running=0
-  fi
-done
-wait
+each_target run_target
 failed=0
 for t in $TARGETS; do
   v=$(cat "$OUT/$t/verdict" 2>/dev/null || echo "fuzz_$t FAILED (no verdict)")
