@@ -23,6 +23,7 @@
 
 #include "core/wait.h"
 #include "proxied/channel_health.h"
+#include "proxied/slot_ring.h"
 #include "rdma/verbs.h"
 
 namespace chorus {
@@ -30,32 +31,7 @@ namespace rdma {
 
 class Proxy;
 
-/// `depth` slots of `slotBytes`, page-aligned (registered memory), plus sizes and flags.
-struct SlotRing {
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> mem;
-  size_t slotBytes = 0;
-  int depth = 0;
-  std::vector<uint32_t> sizes;
-  std::vector<uint8_t> flags;
-
-  bool allocate(size_t slot, int d) {
-    slotBytes = slot;
-    depth = d;
-    void* p = nullptr;
-    const size_t total = slot * static_cast<size_t>(d);
-    if (posix_memalign(&p, 4096, total ? total : 4096) != 0) return false;
-    mem.reset(static_cast<char*>(p));
-    sizes.assign(static_cast<size_t>(d), 0);
-    flags.assign(static_cast<size_t>(d), 0);
-    return true;
-  }
-  size_t bytes() const { return slotBytes * static_cast<size_t>(depth); }
-  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
-  char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
-};
+using proxied::SlotRing;
 
 constexpr uint8_t kMsgLL = 1;  // the message is (part of) a low-latency message
 

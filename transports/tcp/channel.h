@@ -22,6 +22,7 @@
 #include "bootstrap/socket.h"
 #include "core/wait.h"
 #include "proxied/channel_health.h"
+#include "proxied/slot_ring.h"
 #include "tcp/wire.h"
 
 namespace chorus {
@@ -35,25 +36,7 @@ struct EpollTag {
   void* obj;
 };
 
-/// Memory of `depth` slots plus their sizes and flags, shared by both directions' code.
-struct SlotRing {
-  std::unique_ptr<char[]> mem;
-  size_t slotBytes = 0;
-  int depth = 0;
-  std::vector<uint32_t> sizes;
-  std::vector<uint8_t> flags;
-
-  void allocate(size_t slot, int d) {
-    slotBytes = slot;
-    depth = d;
-    // Not value-initialized: untouched slots cost no memory.
-    mem.reset(new char[slot * static_cast<size_t>(d)]);
-    sizes.assign(static_cast<size_t>(d), 0);
-    flags.assign(static_cast<size_t>(d), 0);
-  }
-  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
-  char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
-};
+using proxied::SlotRing;
 
 /// State common to both directions (failure and the peer's name: proxied::ChannelHealth).
 struct Channel : proxied::ChannelHealth {

@@ -132,7 +132,9 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   // Send direction: our sockets to the peer's listener.
   auto sc = std::make_unique<SendChannel>(proxy_.get(), proxy_->bell(), peer);
   sc->peerDesc = desc;
-  sc->ring.allocate(slotBytes_, depth_);
+  if (!sc->ring.allocate(slotBytes_, depth_))
+    CHORUS_FAIL(chorusSystemError, "cannot allocate TCP send slots (%d x %zu B) for rank %d",
+                depth_, slotBytes_, peer);
   sc->stripesLeft.assign(static_cast<size_t>(depth_), 0);
   sc->minStripe = opt_.minStripe;
   sc->socks.resize(static_cast<size_t>(opt_.nsocks));
@@ -150,7 +152,9 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   // Receive direction: the peer's sockets arrive (or have arrived) through our listener.
   RecvChannel* r = recv_[static_cast<size_t>(peer)].get();
   r->peerDesc = desc;
-  r->ring.allocate(slotBytes_, depth_);
+  if (!r->ring.allocate(slotBytes_, depth_))
+    CHORUS_FAIL(chorusSystemError, "cannot allocate TCP receive slots (%d x %zu B) for rank %d",
+                depth_, slotBytes_, peer);
   r->slotState.assign(static_cast<size_t>(depth_), RecvChannel::SlotState{});
   r->expected = ci.nsocks;
   proxy_->activate(r);

@@ -1,0 +1,43 @@
+// proxied/slot_ring.h — the slot memory of a FIFO that a progress thread drives (tcp, rdma):
+// `depth` slots of `slotBytes`, page-aligned (rdma registers it with the NIC), plus each
+// slot's payload size and flags. Not value-initialized: untouched slots cost no memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+namespace chorus {
+namespace proxied {
+
+struct SlotRing {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> mem;
+  size_t slotBytes = 0;
+  int depth = 0;
+  std::vector<uint32_t> sizes;
+  std::vector<uint8_t> flags;
+
+  /// False when the memory cannot be had (the caller reports it).
+  bool allocate(size_t slot, int d) {
+    slotBytes = slot;
+    depth = d;
+    void* p = nullptr;
+    const size_t total = slot * static_cast<size_t>(d);
+    if (posix_memalign(&p, 4096, total ? total : 4096) != 0) return false;
+    mem.reset(static_cast<char*>(p));
+    sizes.assign(static_cast<size_t>(d), 0);
+    flags.assign(static_cast<size_t>(d), 0);
+    return true;
+  }
+  size_t bytes() const { return slotBytes * static_cast<size_t>(depth); }
+  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
+  char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
+};
+
+}  // namespace proxied
+}  // namespace chorus
