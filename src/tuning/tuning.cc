@@ -165,6 +165,17 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
         return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
       continue;
     }
+    if (key == "tcp_tree_correction") {
+      if (w.size() != 1 + ModelParams::kTcpTreeBuckets)
+        return fail("expected: tcp_tree_correction and " +
+                    std::to_string(ModelParams::kTcpTreeBuckets) +
+                    " factors (16 KiB, 32 KiB, ..., 8 MiB)");
+      for (int i = 0; i < ModelParams::kTcpTreeBuckets; ++i)
+        if (!number(w[1 + i], &p.tcpTreeCorrection[i]) || p.tcpTreeCorrection[i] <= 0)
+          return fail("tcp_tree_correction: factor " + std::to_string(i + 1) +
+                      " is not a positive number or -");
+      continue;
+    }
     if (key == "set") {
       if (w.size() != 3) return fail("expected: set NAME VALUE");
       bool ok = false;
@@ -275,6 +286,21 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
 
 }  // namespace
 
+namespace {
+
+// ModelParams::tcpTreeCorrection at `bytes`, interpolated in log2(bytes).
+double tcpTreeCorrectionAt(const ModelParams& p, size_t bytes) {
+  const double x = std::log2(std::max<double>(1.0, static_cast<double>(bytes))) - 14.0;
+  const int last = ModelParams::kTcpTreeBuckets - 1;
+  if (x <= 0) return p.tcpTreeCorrection[0];
+  if (x >= last) return p.tcpTreeCorrection[last];
+  const int i = static_cast<int>(x);
+  const double t = x - i;
+  return p.tcpTreeCorrection[i] * (1 - t) + p.tcpTreeCorrection[i + 1] * t;
+}
+
+}  // namespace
+
 double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, size_t bytes) {
   if (!algoAvailable(s, coll, a, bytes)) return -1;
   if (const ModelParams::Override* o = findOverride(p, coll, a, protoOf(a)))
@@ -300,8 +326,9 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         int depth = 0;
         while ((2 << depth) <= n) ++depth;  // floor(log2 n)
         const int k = std::min(2, n - 1) + 1;  // a node's children + its parent
-        return 2 * depth * h.lat +
-               (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
+        const double t = 2 * depth * h.lat +
+                         (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
+        return s.allTcp ? t * tcpTreeCorrectionAt(p, bytes) : t;
       }
     case Coll::Broadcast:
     case Coll::Reduce:

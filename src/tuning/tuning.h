@@ -79,6 +79,16 @@ struct ModelParams {
   double osLatFactor = 0.0;     // hop latency x (1 + this * (ranks per core - 1))
   double osLatUs = 1.0;         // direct: + this per peer per extra rank per core
   double osBwFactor = 1.0;      // Simple bandwidth / (1 + this * (ranks per core - 1))
+  /// All-reduce tree over all-TCP hops: the predicted time times a factor fitted to
+  /// measurements per power-of-two size, 16 KiB (index 0) to 8 MiB (index 9), interpolated
+  /// in log2(size) between them and held flat outside (as NCCL corrects its tree by size).
+  /// The linear model cannot see what tcp does to the two pipelines: up to 512 KiB the
+  /// tree's one up-and-down stream keeps up with the ring's two dependent steps (beats it
+  /// at 128-256 KiB), from 1 MiB on it falls behind faster than its byte count says.
+  /// Fitted from four runs (docs/ARCHITECTURE.md "Tuning").
+  static constexpr int kTcpTreeBuckets = 10;
+  double tcpTreeCorrection[kTcpTreeBuckets] = {0.9,  0.86, 0.85, 0.72, 0.77,
+                                               0.77, 0.92, 1.0,  1.48, 2.3};
   /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
   struct Override {
     int coll;

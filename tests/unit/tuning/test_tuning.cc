@@ -3,6 +3,7 @@
 // the precomputed thresholds agree with the model everywhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <random>
 #include <string>
@@ -100,6 +101,33 @@ TEST(TuningModel, TcpPicksDirectForTinyAndRingForLarge) {
   }
 }
 
+TEST(TuningModel, TcpTreeCorrectionPicksTreeWhereMeasuredFaster) {
+  // docs/PERF.md, 2 namespaced hosts over tcp: the tree beat the ring by ~10% from 128 to
+  // 256 KiB and lost from 1 MiB on.
+  const ModelShape tcp = tcpHosts(2, 1);
+  EXPECT_EQ(best(tcp, 128 << 10), Algo::Tree);
+  EXPECT_EQ(best(tcp, 256 << 10), Algo::Tree);
+  for (size_t b : {size_t{1} << 20, size_t{4} << 20, size_t{256} << 20})
+    EXPECT_EQ(best(tcp, b), Algo::Ring) << b;
+  // Only every-hop-tcp communicators are corrected: shared memory keeps the ring.
+  EXPECT_EQ(best(shmShape(2), 256 << 10), Algo::Ring);
+  // Factor 1 everywhere gives back the plain model, which prefers the ring there.
+  ModelParams plain;
+  for (double& f : plain.tcpTreeCorrection) f = 1.0;
+  EXPECT_EQ(chorus::bestAlgo(plain, tcp, Coll::AllReduce, 256 << 10, kAll, 3), Algo::Ring);
+  // The factor scales the tree's time and nothing else, interpolated between powers of two.
+  const ModelParams p;
+  const double raw = chorus::predictUs(plain, tcp, Coll::AllReduce, Algo::Tree, 128 << 10);
+  EXPECT_NEAR(chorus::predictUs(p, tcp, Coll::AllReduce, Algo::Tree, 128 << 10),
+              raw * p.tcpTreeCorrection[3], 1e-9);
+  EXPECT_DOUBLE_EQ(chorus::predictUs(p, tcp, Coll::AllReduce, Algo::Ring, 128 << 10),
+                   chorus::predictUs(plain, tcp, Coll::AllReduce, Algo::Ring, 128 << 10));
+  const size_t mid = static_cast<size_t>(std::ldexp(1.0, 17) * std::sqrt(2.0));  // 2^17.5
+  const double rawMid = chorus::predictUs(plain, tcp, Coll::AllReduce, Algo::Tree, mid);
+  EXPECT_NEAR(chorus::predictUs(p, tcp, Coll::AllReduce, Algo::Tree, mid) / rawMid,
+              (p.tcpTreeCorrection[3] + p.tcpTreeCorrection[4]) / 2, 1e-4);
+}
+
 TEST(TuningModel, TcpCostsMoreThanShm) {
   const ModelParams p;
   for (size_t b : {size_t{8}, size_t{1} << 20, size_t{64} << 20})
@@ -192,9 +220,13 @@ TEST(TuningFile, Parses) {
       "tcp 30 -   # keep the bandwidth\n"
       "set simple_step_us 2.5\n"
       "all_reduce tree simple 3 4\n"
-      "all_reduce direct LL off\n",
+      "all_reduce direct LL off\n"
+      "tcp_tree_correction 1 1 1 0.5 - 1 1 1 1 1\n",
       &p, &err))
       << err;
+  EXPECT_DOUBLE_EQ(p.tcpTreeCorrection[3], 0.5);
+  EXPECT_DOUBLE_EQ(p.tcpTreeCorrection[4], ModelParams{}.tcpTreeCorrection[4]);  // "-" keeps
+  EXPECT_DOUBLE_EQ(p.tcpTreeCorrection[9], 1.0);
   EXPECT_DOUBLE_EQ(p.shm.latUs, 0.5);
   EXPECT_DOUBLE_EQ(p.shm.bwGBps, 9.0);
   EXPECT_DOUBLE_EQ(p.tcp.latUs, 30);
@@ -211,7 +243,8 @@ TEST(TuningFile, Parses) {
 TEST(TuningFile, RejectsMalformedLinesAndKeepsTheParams) {
   for (const char* text : {"shm 1\n", "udp 1 2\n", "shm x 2\n", "shm 1 0\n", "set nope 1\n",
                            "all_reduce ring LL\n", "all_reduce mesh simple 1 2\n",
-                           "shm 1 -2\n"}) {
+                           "shm 1 -2\n", "tcp_tree_correction 1 1\n",
+                           "tcp_tree_correction 1 1 1 1 1 1 1 1 1 0\n"}) {
     ModelParams p;
     std::string err;
     EXPECT_FALSE(chorus::parseTuningText(text, &p, &err)) << text;
