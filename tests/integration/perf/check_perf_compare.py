@@ -10,7 +10,8 @@ algbw and busbw column per library and a row per size; all_reduce.png exists and
 (magic bytes); the raw Gloo table passes the nccl-tests format checks of
 check_perf_output.py (13 columns, units, busbw = algbw * 2(n-1)/n, footer). Then that
 perf-compare fails loudly (status 1, a FAILED line) when a binary reports #wrong != 0
-(CHORUS_PERF_INJECT_ERROR=1). Exits 77 (skipped) when the Open MPI or Gloo twins or
+(CHORUS_PERF_INJECT_ERROR=1), and that `--tuning` on 8-64 B writes tuning.csv and
+tuning.md with auto's choice and both ratios (auto/best, choice/best). Exits 77 (skipped) when the Open MPI or Gloo twins or
 matplotlib are not available. Standard library only.
 """
 
@@ -78,6 +79,31 @@ def check_results(out):
     return n
 
 
+TUNING_FLAGS = ["--tuning", "--np", "2", "--rounds", "1", "-b", "8", "-e", "64"]
+
+
+def check_tuning(out):
+    """tuning.csv: one row per size 8..64 B; auto ran direct (the LL threshold is 16 KiB
+    and the model picks direct for tiny calls on shared memory); auto_over_best and
+    choice_over_best are the quotients of the time columns they name."""
+    with open(os.path.join(out, "tuning.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    expect([int(r["size"]) for r in rows] == [8, 16, 32, 64],
+           "tuning.csv sizes %r" % [r["size"] for r in rows])
+    for r in rows:
+        forced = {a: float(r[a + "_us"]) for a in ("direct", "ring", "tree")}
+        best = min(forced, key=forced.get)
+        expect(r["best_forced"] == best, "best_forced %r, times %r" % (r["best_forced"], forced))
+        expect(r["auto_choice"] == "direct", "auto chose %r for %s B" % (r["auto_choice"], r["size"]))
+        expect(abs(float(r["auto_over_best"]) - float(r["auto_us"]) / forced[best]) < 1e-3,
+               "auto_over_best %r" % r)
+        expect(abs(float(r["choice_over_best"]) - forced["direct"] / forced[best]) < 1e-3,
+               "choice_over_best %r" % r)
+    md = open(os.path.join(out, "tuning.md")).read()
+    expect("| choice/best |" in md, "tuning.md has no choice/best column")
+    expect("Worst choice/best at np 2:" in md, "tuning.md has no choice/best summary")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -100,6 +126,18 @@ def main():
             expect(rc == 0, "exit status %d\n--- stdout\n%s\n--- stderr\n%s" % (rc, so, se[-3000:]))
             rows = check_results(out)
             print("ok   %s (Gloo table: %d rows)" % (label, rows))
+        except (Failure, OSError, KeyError, ValueError, subprocess.TimeoutExpired) as e:
+            failed += 1
+            print("FAIL %s: %s" % (label, e))
+        sys.stdout.flush()
+
+        label = "perf-compare %s" % " ".join(TUNING_FLAGS)
+        try:
+            tout = os.path.join(tmp, "tuning")
+            rc, so, se = run([tool, "--build", build, "--out", tout] + TUNING_FLAGS)
+            expect(rc == 0, "exit status %d\n--- stderr\n%s" % (rc, se[-3000:]))
+            check_tuning(tout)
+            print("ok   %s" % label)
         except (Failure, OSError, KeyError, ValueError, subprocess.TimeoutExpired) as e:
             failed += 1
             print("FAIL %s: %s" % (label, e))
