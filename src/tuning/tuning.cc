@@ -284,10 +284,6 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
   return {lat, bw * 1e3};
 }
 
-}  // namespace
-
-namespace {
-
 // ModelParams::tcpTreeCorrection at `bytes`, interpolated in log2(bytes).
 double tcpTreeCorrectionAt(const ModelParams& p, size_t bytes) {
   const double x = std::log2(std::max<double>(1.0, static_cast<double>(bytes))) - 14.0;

@@ -11,8 +11,9 @@ algbw and busbw column per library and a row per size; all_reduce.png exists and
 check_perf_output.py (13 columns, units, busbw = algbw * 2(n-1)/n, footer). Then that
 perf-compare fails loudly (status 1, a FAILED line) when a binary reports #wrong != 0
 (CHORUS_PERF_INJECT_ERROR=1), and that `--tuning` on 8-64 B writes tuning.csv and
-tuning.md with auto's choice and both ratios (auto/best, choice/best). Exits 77 (skipped) when the Open MPI or Gloo twins or
-matplotlib are not available. Standard library only.
+tuning.md with auto's choice and both ratios (auto/best, choice/best). Exits 77
+(skipped) when the Open MPI or Gloo twins or matplotlib are not available. Standard
+library only.
 """
 
 import csv
