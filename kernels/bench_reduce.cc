@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "host_isa.h"
+#include "kernels/host/host_isa.h"
 
 namespace ck = chorus::kernels;
 

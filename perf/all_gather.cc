@@ -1,6 +1,6 @@
 // perf/all_gather.cc — all-gather: size = nranks * count (count = per-rank elements),
 // busbw = algbw * (n-1)/n (nccl-tests' all_gather.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

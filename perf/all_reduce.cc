@@ -1,6 +1,6 @@
 // perf/all_reduce.cc — how the driver sizes, fills, runs and checks an all-reduce.
 // Shared by all_reduce_perf (Chorus) and mpi/all_reduce_mpi_perf (Open MPI).
-#include "colls.h"
+#include "perf/colls.h"
 
 #include <string.h>
 

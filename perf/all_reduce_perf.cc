@@ -2,8 +2,8 @@
 //   chorusrun -np 4 all_reduce_perf -b 8 -e 256M -f 2
 #include <memory>
 
-#include "chorus_backend.h"
-#include "colls.h"
+#include "perf/chorus_backend.h"
+#include "perf/colls.h"
 
 int main(int argc, char** argv) {
   std::unique_ptr<perf::Backend> backend(perf::makeChorusBackend());

@@ -1,6 +1,6 @@
 // perf/alltoall.cc — all-to-all: size = nranks * count (count = elements per peer),
 // busbw = algbw * (n-1)/n (nccl-tests' alltoall.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

@@ -1,5 +1,5 @@
 // perf/barrier.cc — time per barrier: one row, size and count 0, bandwidths 0.
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

@@ -1,6 +1,6 @@
 // perf/broadcast.cc — broadcast from -r root: size = count, busbw = algbw (nccl-tests'
 // broadcast.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

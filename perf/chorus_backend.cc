@@ -1,5 +1,5 @@
 // perf/chorus_backend.cc — Backend implemented with the public Chorus C API.
-#include "chorus_backend.h"
+#include "perf/chorus_backend.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "chorus.h"
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 namespace perf {
 namespace {

@@ -8,7 +8,7 @@
 #ifndef CHORUS_PERF_CHORUS_BACKEND_H_
 #define CHORUS_PERF_CHORUS_BACKEND_H_
 
-#include "common.h"
+#include "perf/common.h"
 
 namespace perf {
 

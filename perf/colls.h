@@ -9,7 +9,7 @@
 #ifndef CHORUS_PERF_COLLS_H_
 #define CHORUS_PERF_COLLS_H_
 
-#include "common.h"
+#include "perf/common.h"
 
 namespace perf {
 

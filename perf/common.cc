@@ -1,8 +1,8 @@
 // perf/common.cc — the nccl-tests-style driver: options, data patterns, timing, output.
 // See common.h for the shape; this file knows neither Chorus nor MPI.
-#include "common.h"
+#include "perf/common.h"
 
-#include "colls.h"
+#include "perf/colls.h"
 
 #include <errno.h>
 #include <getopt.h>

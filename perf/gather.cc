@@ -1,6 +1,6 @@
 // perf/gather.cc — gather to -r root: size = nranks * count (count = elements per rank),
 // busbw = algbw * (n-1)/n (nccl-tests' gather.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

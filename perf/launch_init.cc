@@ -1,4 +1,4 @@
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 #include <cstdlib>
 

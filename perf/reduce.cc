@@ -1,5 +1,5 @@
 // perf/reduce.cc — reduce to -r root: size = count, busbw = algbw (nccl-tests' reduce.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

@@ -1,6 +1,6 @@
 // perf/reduce_scatter.cc — reduce-scatter: size = nranks * count (count = per-rank result
 // elements), busbw = algbw * (n-1)/n (nccl-tests' reduce_scatter.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

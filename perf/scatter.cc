@@ -1,6 +1,6 @@
 // perf/scatter.cc — scatter from -r root: size = nranks * count (count = elements per
 // rank), busbw = algbw * (n-1)/n (nccl-tests' scatter.cu).
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

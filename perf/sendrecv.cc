@@ -3,7 +3,7 @@
 // In place (sendbuf == recvbuf) is timed but not checked, as in nccl-tests ("We don't
 // support in-place sendrecv"): the send may still be reading a part of the buffer that
 // the receive has already overwritten, so the #wrong column shows N/A.
-#include "colls.h"
+#include "perf/colls.h"
 
 namespace perf {
 namespace {

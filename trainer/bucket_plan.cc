@@ -1,4 +1,4 @@
-#include "bucket_plan.h"
+#include "trainer/bucket_plan.h"
 
 namespace trainer {
 

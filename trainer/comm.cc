@@ -1,10 +1,10 @@
-#include "comm.h"
+#include "trainer/comm.h"
 
 #include <chrono>
 #include <stdexcept>
 #include <string>
 
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 namespace trainer {
 

@@ -1,10 +1,10 @@
-#include "dataset.h"
+#include "trainer/dataset.h"
 
 #include <sys/stat.h>
 
 #include <stdexcept>
 
-#include "idx.h"
+#include "trainer/idx.h"
 
 namespace trainer {
 namespace {

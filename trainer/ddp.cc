@@ -1,9 +1,9 @@
-#include "ddp.h"
+#include "trainer/ddp.h"
 
 #include <stdexcept>
 
-#include "bucket_plan.h"
-#include "torch_chorus.h"
+#include "trainer/bucket_plan.h"
+#include "trainer/torch_chorus.h"
 
 namespace trainer {
 

@@ -17,8 +17,8 @@
 
 #include <vector>
 
-#include "comm.h"
-#include "trace.h"
+#include "trainer/comm.h"
+#include "trainer/trace.h"
 
 namespace trainer {
 

@@ -1,9 +1,9 @@
-#include "evaluate.h"
+#include "trainer/evaluate.h"
 
 #include <cstring>
 #include <stdexcept>
 
-#include "sampler.h"
+#include "trainer/sampler.h"
 
 namespace trainer {
 

@@ -1,4 +1,4 @@
-#include "idx.h"
+#include "trainer/idx.h"
 
 #include <zlib.h>
 

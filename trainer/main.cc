@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <exception>
 
-#include "comm.h"
-#include "options.h"
-#include "train.h"
+#include "trainer/comm.h"
+#include "trainer/options.h"
+#include "trainer/train.h"
 
 int main(int argc, char** argv) {
   trainer::Options opts;

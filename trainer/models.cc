@@ -1,8 +1,8 @@
-#include "models.h"
+#include "trainer/models.h"
 
 #include <stdexcept>
 
-#include "sync_batch_norm.h"
+#include "trainer/sync_batch_norm.h"
 
 namespace trainer {
 namespace {

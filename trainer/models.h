@@ -8,7 +8,7 @@
 
 #include <torch/torch.h>
 
-#include "comm.h"
+#include "trainer/comm.h"
 
 namespace trainer {
 

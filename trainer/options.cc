@@ -1,10 +1,10 @@
-#include "options.h"
+#include "trainer/options.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
-#include "dataset.h"
+#include "trainer/dataset.h"
 
 namespace trainer {
 namespace {

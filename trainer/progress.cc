@@ -1,4 +1,4 @@
-#include "progress.h"
+#include "trainer/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "sampler.h"
+#include "trainer/sampler.h"
 
 #include <numeric>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "state_io.h"
+#include "trainer/state_io.h"
 
 #include <cstdio>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "comm.h"
+#include "trainer/comm.h"
 
 namespace trainer {
 

@@ -1,6 +1,6 @@
-#include "sync_batch_norm.h"
+#include "trainer/sync_batch_norm.h"
 
-#include "torch_chorus.h"
+#include "trainer/torch_chorus.h"
 
 namespace trainer {
 namespace {

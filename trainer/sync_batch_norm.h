@@ -10,7 +10,7 @@
 
 #include <torch/torch.h>
 
-#include "comm.h"
+#include "trainer/comm.h"
 
 namespace trainer {
 

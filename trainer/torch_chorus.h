@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "comm.h"
+#include "trainer/comm.h"
 
 namespace trainer {
 

@@ -1,4 +1,4 @@
-#include "trace.h"
+#include "trainer/trace.h"
 
 #include <cstdio>
 #include <stdexcept>

@@ -1,18 +1,18 @@
-#include "train.h"
+#include "trainer/train.h"
 
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
-#include "dataset.h"
-#include "ddp.h"
-#include "evaluate.h"
-#include "models.h"
-#include "progress.h"
-#include "sampler.h"
-#include "state_io.h"
-#include "torch_chorus.h"
-#include "trace.h"
+#include "trainer/dataset.h"
+#include "trainer/ddp.h"
+#include "trainer/evaluate.h"
+#include "trainer/models.h"
+#include "trainer/progress.h"
+#include "trainer/sampler.h"
+#include "trainer/state_io.h"
+#include "trainer/torch_chorus.h"
+#include "trainer/trace.h"
 
 namespace trainer {
 namespace {

@@ -1,8 +1,8 @@
 // train.h — the training loop of chorus-train.
 #pragma once
 
-#include "comm.h"
-#include "options.h"
+#include "trainer/comm.h"
+#include "trainer/options.h"
 
 namespace trainer {
 

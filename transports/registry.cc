@@ -1,9 +1,9 @@
 // registry.cc — the built-in transports, in order of preference for a peer pair.
 #include "config.h"
-#include "rdma/transport.h"
-#include "shm/transport.h"
-#include "tcp/transport.h"
-#include "transport.h"
+#include "transports/rdma/transport.h"
+#include "transports/shm/transport.h"
+#include "transports/tcp/transport.h"
+#include "transports/transport.h"
 
 namespace chorus {
 

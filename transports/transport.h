@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "chorus.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 
@@ -29,15 +30,6 @@ struct PeerInfo {
   int32_t rank;
   int32_t cudaDev;    ///< -1 on host-only builds
   int32_t ncpus;      ///< usable cores of this rank's process (tuning takes the minimum)
-};
-
-/// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
-/// if the deadline passes.
-struct WaitCtx {
-  int64_t deadlineNs;               ///< absolute CLOCK_MONOTONIC
-  const std::atomic<int>* abortFlag;
-  int spin;                         ///< polls before the first yield
-  const char* what;                 ///< e.g. "all_reduce #12"
 };
 
 class SendConn {

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "host/host_reduce.h"
+#include "kernels/host/host_reduce.h"
 
 namespace chorus {
 namespace kernels {

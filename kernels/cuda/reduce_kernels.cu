@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cuda/cuda_reduce.h"
-#include "reduce.h"
+#include "kernels/cuda/cuda_reduce.h"
+#include "kernels/reduce.h"
 
 namespace chorus {
 namespace kernels {

@@ -8,7 +8,7 @@
 // takes almost nothing from the SM it sits on.
 #include <cuda_runtime.h>
 
-#include "cuda/cuda_wait.h"
+#include "kernels/cuda/cuda_wait.h"
 
 namespace chorus {
 namespace kernels {

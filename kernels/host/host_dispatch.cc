@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "host_isa.h"
+#include "kernels/host/host_isa.h"
 
 #include <string>
 
-#include "core/params.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace kernels {

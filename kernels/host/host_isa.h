@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "host_reduce.h"
+#include "kernels/host/host_reduce.h"
 
 namespace chorus {
 namespace kernels {

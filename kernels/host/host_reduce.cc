@@ -8,9 +8,9 @@
 // register loop unrolled 4x, one more single-register loop, and a tail that is one masked
 // step on AVX-512 or scalar elsewhere. Tails and heads use the scalar ops of reduce.h; the
 // register code computes the same bits (tested per variant).
-#include "reduce.h"  // first: opens the variant's inline namespace
-#include "host_vec.h"
-#include "host_isa.h"
+#include "kernels/reduce.h"  // first: opens the variant's inline namespace
+#include "kernels/host/host_vec.h"
+#include "kernels/host/host_isa.h"
 
 #if !defined(CHORUS_ISA_NAME)
 #error "compile with -DCHORUS_ISA_NAME=\"<name>\""

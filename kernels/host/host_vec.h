@@ -12,7 +12,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "reduce.h"
+#include "kernels/reduce.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

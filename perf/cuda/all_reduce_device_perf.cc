@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 namespace {
 

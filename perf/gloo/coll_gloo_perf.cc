@@ -6,8 +6,8 @@
 // gloo_backend.h for the rendezvous directory).
 #include <memory>
 
-#include "../colls.h"
-#include "gloo_backend.h"
+#include "perf/colls.h"
+#include "perf/gloo/gloo_backend.h"
 
 int main(int argc, char** argv) {
   perf::CollDesc coll = perf::PERF_COLL;

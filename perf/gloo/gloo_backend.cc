@@ -1,5 +1,5 @@
 // perf/gloo/gloo_backend.cc — Backend implemented with Gloo's collectives (see the header).
-#include "gloo_backend.h"
+#include "perf/gloo/gloo_backend.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -31,7 +31,7 @@
 #ifndef CHORUS_PERF_GLOO_BACKEND_H_
 #define CHORUS_PERF_GLOO_BACKEND_H_
 
-#include "../common.h"
+#include "perf/common.h"
 
 namespace perf {
 

@@ -4,8 +4,8 @@
 //     all_reduce_mpi_perf -b 8 -e 256M -f 2  (same line)
 #include <memory>
 
-#include "../colls.h"
-#include "mpi_backend.h"
+#include "perf/colls.h"
+#include "perf/mpi/mpi_backend.h"
 
 int main(int argc, char** argv) {
   perf::CollDesc coll = perf::kAllReduceColl;

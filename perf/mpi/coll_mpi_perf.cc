@@ -5,8 +5,8 @@
 //     all_gather_mpi_perf -b 8 -e 256M -f 2
 #include <memory>
 
-#include "../colls.h"
-#include "mpi_backend.h"
+#include "perf/colls.h"
+#include "perf/mpi/mpi_backend.h"
 
 int main(int argc, char** argv) {
   perf::CollDesc coll = perf::PERF_COLL;

@@ -1,6 +1,6 @@
 // perf/mpi/mpi_backend.cc — Backend implemented with MPI_Allreduce and friends.
 #define OMPI_SKIP_MPICXX 1  // the C API only; the C++ bindings are deprecated
-#include "mpi_backend.h"
+#include "perf/mpi/mpi_backend.h"
 
 #include <mpi.h>
 #include <stdint.h>

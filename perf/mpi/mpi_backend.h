@@ -9,7 +9,7 @@
 #ifndef CHORUS_PERF_MPI_BACKEND_H_
 #define CHORUS_PERF_MPI_BACKEND_H_
 
-#include "../common.h"
+#include "perf/common.h"
 
 namespace perf {
 

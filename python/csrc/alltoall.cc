@@ -3,7 +3,7 @@
 // receives, which completes in any order without deadlock.
 #include <ATen/ATen.h>
 
-#include "process_group.h"
+#include "python/csrc/process_group.h"
 
 namespace chorus_torch {
 namespace {

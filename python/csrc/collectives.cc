@@ -3,7 +3,7 @@
 // copy-back of staged results to the Work's finish step.
 #include <ATen/ATen.h>
 
-#include "process_group.h"
+#include "python/csrc/process_group.h"
 
 namespace chorus_torch {
 namespace {

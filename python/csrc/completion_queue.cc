@@ -1,8 +1,8 @@
-#include "completion_queue.h"
+#include "python/csrc/completion_queue.h"
 
 #include <vector>
 
-#include "work.h"
+#include "python/csrc/work.h"
 
 namespace chorus_torch {
 

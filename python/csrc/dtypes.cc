@@ -1,4 +1,4 @@
-#include "dtypes.h"
+#include "python/csrc/dtypes.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>

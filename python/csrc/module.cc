@@ -3,7 +3,7 @@
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
-#include "process_group.h"
+#include "python/csrc/process_group.h"
 
 namespace py = pybind11;
 

@@ -1,6 +1,6 @@
 // Lifecycle (rendezvous through the c10d store), the launch path every operation takes,
 // point-to-point, barriers and coalescing. The collectives are in collectives.cc.
-#include "process_group.h"
+#include "python/csrc/process_group.h"
 
 #include <pybind11/pybind11.h>
 
@@ -8,8 +8,8 @@
 #include <memory>
 #include <stdexcept>
 
-#include "completion_queue.h"
-#include "work.h"
+#include "python/csrc/completion_queue.h"
+#include "python/csrc/work.h"
 
 namespace chorus_torch {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "chorus.h"
-#include "dtypes.h"
+#include "python/csrc/dtypes.h"
 
 namespace chorus_torch {
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "process_group.h"
+#include "python/csrc/process_group.h"
 
 namespace chorus_torch {
 

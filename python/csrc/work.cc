@@ -1,11 +1,11 @@
-#include "work.h"
+#include "python/csrc/work.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
 #include <stdexcept>
 
-#include "completion_queue.h"
+#include "python/csrc/completion_queue.h"
 
 namespace chorus_torch {
 

@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include "comm/comm.h"
-#include "host/host_reduce.h"
-#include "tuning/tuning.h"
+#include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
+#include "src/tuning/tuning.h"
 
 namespace chorus {
 

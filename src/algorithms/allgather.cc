@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/primitives.h"
-#include "core/checks.h"
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/primitives.h"
-#include "comm/flight_recorder.h"
-#include "core/checks.h"
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/comm/flight_recorder.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 namespace {

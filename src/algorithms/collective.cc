@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/primitives.h"
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace {

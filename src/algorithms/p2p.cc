@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <vector>
 
-#include "algorithms/algorithms.h"
-#include "core/checks.h"
-#include "core/wait.h"
+#include "src/algorithms/algorithms.h"
+#include "src/core/checks.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace {

@@ -1,8 +1,8 @@
-#include "algorithms/primitives.h"
+#include "src/algorithms/primitives.h"
 
 #include <cstring>
 
-#include "core/checks.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/comm.h"
-#include "host/host_reduce.h"
-#include "transport.h"
+#include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
+#include "transports/transport.h"
 
 namespace chorus {
 

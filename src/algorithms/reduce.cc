@@ -2,9 +2,9 @@
 // adding its input to the passing partial sum.
 #include <algorithm>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/primitives.h"
-#include "core/checks.h"
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

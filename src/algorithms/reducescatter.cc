@@ -2,9 +2,9 @@
 // partial sum of block c starts at rank c+1 and finishes at rank c.
 #include <algorithm>
 
-#include "algorithms/algorithms.h"
-#include "algorithms/primitives.h"
-#include "core/checks.h"
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

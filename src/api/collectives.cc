@@ -2,16 +2,16 @@
 // hand a validated call to the enqueue layer.
 #include <cstring>
 
-#include "algorithms/algorithms.h"
-#include "api/resolve.h"
+#include "src/algorithms/algorithms.h"
+#include "src/api/resolve.h"
 #include "chorus.h"
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "cuda/device_path.h"
-#include "enqueue/enqueue.h"
-#include "enqueue/ptrcheck.h"
-#include "enqueue/stream.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/cuda/device_path.h"
+#include "src/enqueue/enqueue.h"
+#include "src/enqueue/ptrcheck.h"
+#include "src/enqueue/stream.h"
 
 namespace chorus {
 namespace {

@@ -2,8 +2,8 @@
 #include <string>
 
 #include "chorus.h"
-#include "comm/comm.h"
-#include "core/checks.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
 
 extern "C" {
 

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "chorus.h"
-#include "comm/comm.h"
-#include "comm/env_init.h"
-#include "comm/split.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "src/comm/comm.h"
+#include "src/comm/env_init.h"
+#include "src/comm/split.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace {

@@ -1,11 +1,11 @@
-#include "api/resolve.h"
+#include "src/api/resolve.h"
 
 #include <cstring>
 #include <mutex>
 
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "reduce.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "kernels/reduce.h"
 
 namespace chorus {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "chorus.h"
-#include "host/host_reduce.h"
+#include "kernels/host/host_reduce.h"
 
 struct chorusComm;
 

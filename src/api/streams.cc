@@ -1,12 +1,12 @@
 // streams.cc — host streams and user reduction ops.
 #include <cstring>
 
-#include "api/resolve.h"
+#include "src/api/resolve.h"
 #include "chorus.h"
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "cuda/device_path.h"
-#include "enqueue/stream.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/cuda/device_path.h"
+#include "src/enqueue/stream.h"
 
 using namespace chorus;
 

@@ -8,11 +8,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/socket_bootstrap.h"
-#include "bootstrap/netif.h"
-#include "bootstrap/uniqueid.h"
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/bootstrap/socket_bootstrap.h"
+#include "src/bootstrap/netif.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "bootstrap/netif.h"
+#include "src/bootstrap/netif.h"
 
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace {

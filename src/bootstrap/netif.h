@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "bootstrap/socket.h"
+#include "src/bootstrap/socket.h"
 #include "chorus.h"
 
 namespace chorus {

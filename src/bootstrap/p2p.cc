@@ -6,9 +6,9 @@
 #include <cstring>
 #include <new>
 
-#include "bootstrap/socket_bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/bootstrap/socket_bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace {

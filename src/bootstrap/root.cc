@@ -5,7 +5,7 @@
 // dribbles) costs one slot for at most kHandshakeTimeoutNs and never delays real ranks.
 // Everything the root owns lives in its Root object, which the thread owns and destroys
 // on exit (served, or deadline passed).
-#include "bootstrap/root.h"
+#include "src/bootstrap/root.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -17,14 +17,14 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/netif.h"
-#include "bootstrap/socket.h"
-#include "bootstrap/uniqueid.h"
-#include "bootstrap/wire.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/netif.h"
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/bootstrap/wire.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace {

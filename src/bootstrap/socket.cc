@@ -1,4 +1,4 @@
-#include "bootstrap/socket.h"
+#include "src/bootstrap/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <climits>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 

@@ -22,9 +22,9 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
-#include "bootstrap/wire.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "bootstrap/uniqueid.h"
+#include "src/bootstrap/uniqueid.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 

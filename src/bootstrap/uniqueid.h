@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
-#include "bootstrap/wire.h"
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
 #include "chorus.h"
 
 namespace chorus {

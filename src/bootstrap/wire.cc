@@ -1,8 +1,8 @@
-#include "bootstrap/wire.h"
+#include "src/bootstrap/wire.h"
 
 #include <cstring>
 
-#include "core/checks.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

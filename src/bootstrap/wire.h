@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "src/bootstrap/socket.h"
 
 namespace chorus {
 

@@ -13,11 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 #include "chorus.h"
-#include "comm/flight_recorder.h"
-#include "host/host_reduce.h"
-#include "transport.h"
+#include "src/comm/flight_recorder.h"
+#include "kernels/host/host_reduce.h"
+#include "transports/transport.h"
 
 namespace chorus {
 

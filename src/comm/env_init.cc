@@ -1,4 +1,4 @@
-#include "comm/env_init.h"
+#include "src/comm/env_init.h"
 
 #include <unistd.h>
 
@@ -7,12 +7,12 @@
 #include <cstring>
 #include <string>
 
-#include "bootstrap/bootstrap.h"
-#include "comm/hostid.h"
-#include "comm/hostlist.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/comm/hostid.h"
+#include "src/comm/hostlist.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace {

@@ -1,5 +1,5 @@
 // flight_recorder.cc — the ring of recent operations and its JSON dump (see the header).
-#include "comm/flight_recorder.h"
+#include "src/comm/flight_recorder.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,10 +11,10 @@
 #include <cstring>
 #include <ctime>
 
-#include "comm/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "tuning/tuning.h"
+#include "src/comm/comm.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "src/tuning/tuning.h"
 
 namespace chorus {
 

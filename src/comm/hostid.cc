@@ -1,4 +1,4 @@
-#include "comm/hostid.h"
+#include "src/comm/hostid.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/params.h"
+#include "src/core/params.h"
 
 namespace chorus {
 

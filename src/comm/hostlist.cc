@@ -1,4 +1,4 @@
-#include "comm/hostlist.h"
+#include "src/comm/hostlist.h"
 
 #include <cstdlib>
 

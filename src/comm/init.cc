@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/comm.h"
-#include "comm/hostid.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "topology/comm_topo.h"
-#include "tuning/tuning.h"
+#include "src/comm/comm.h"
+#include "src/comm/hostid.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "src/topology/comm_topo.h"
+#include "src/tuning/tuning.h"
 
 namespace chorus {
 

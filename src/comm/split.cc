@@ -1,11 +1,11 @@
-#include "comm/split.h"
+#include "src/comm/split.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "comm/comm.h"
-#include "core/checks.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 

@@ -1,10 +1,10 @@
-#include "checks.h"
+#include "src/core/checks.h"
 
 #include <cstdarg>
 #include <cstdio>
 #include <string>
 
-#include "debug.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace {

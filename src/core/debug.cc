@@ -1,4 +1,4 @@
-#include "debug.h"
+#include "src/core/debug.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <ctime>
 #include <string>
 
-#include "params.h"
+#include "src/core/params.h"
 
 namespace chorus {
 namespace {

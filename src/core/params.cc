@@ -1,4 +1,4 @@
-#include "params.h"
+#include "src/core/params.h"
 
 #include <cctype>
 #include <cstdio>

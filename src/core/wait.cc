@@ -1,4 +1,4 @@
-#include "wait.h"
+#include "src/core/wait.h"
 
 #include <signal.h>
 

@@ -19,9 +19,17 @@
 #include <type_traits>
 
 #include "chorus.h"
-#include "transport.h"
 
 namespace chorus {
+
+/// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
+/// if the deadline passes.
+struct WaitCtx {
+  int64_t deadlineNs;               ///< absolute CLOCK_MONOTONIC
+  const std::atomic<int>* abortFlag;
+  int spin;                         ///< polls before the first yield
+  const char* what;                 ///< e.g. "all_reduce #12"
+};
 
 /// A futex word plus a count of sleepers; lives in shared memory, one per rank.
 struct alignas(64) Doorbell {

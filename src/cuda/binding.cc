@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <string>
 
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "core/params.h"
-#include "cuda/device_guard.h"
-#include "cuda/device_path.h"
-#include "enqueue/ptrcheck.h"
-#include "enqueue/stream.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/params.h"
+#include "src/cuda/device_guard.h"
+#include "src/cuda/device_path.h"
+#include "src/enqueue/ptrcheck.h"
+#include "src/enqueue/stream.h"
 
 namespace chorus {
 namespace cuda {

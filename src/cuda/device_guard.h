@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "cuda/runtime.h"
+#include "src/cuda/runtime.h"
 
 namespace chorus {
 namespace cuda {

@@ -27,15 +27,15 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "comm/flight_recorder.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "cuda/device_guard.h"
-#include "cuda/device_path.h"
-#include "cuda/pieces.h"
-#include "enqueue/ptrcheck.h"
-#include "enqueue/stream.h"
+#include "src/comm/comm.h"
+#include "src/comm/flight_recorder.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/cuda/device_guard.h"
+#include "src/cuda/device_path.h"
+#include "src/cuda/pieces.h"
+#include "src/enqueue/ptrcheck.h"
+#include "src/enqueue/stream.h"
 
 namespace chorus {
 namespace cuda {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "chorus.h"
-#include "cuda/runtime.h"
-#include "enqueue/enqueue.h"
+#include "src/cuda/runtime.h"
+#include "src/enqueue/enqueue.h"
 
 struct chorusStream;
 

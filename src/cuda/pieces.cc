@@ -1,4 +1,4 @@
-#include "cuda/pieces.h"
+#include "src/cuda/pieces.h"
 
 namespace chorus {
 namespace cuda {

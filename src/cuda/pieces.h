@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "tuning/tuning.h"
+#include "src/tuning/tuning.h"
 
 namespace chorus {
 namespace cuda {

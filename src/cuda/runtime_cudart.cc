@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "core/params.h"
-#include "cuda/cuda_wait.h"
-#include "cuda/runtime.h"
+#include "src/core/params.h"
+#include "kernels/cuda/cuda_wait.h"
+#include "src/cuda/runtime.h"
 
 namespace chorus {
 namespace cuda {

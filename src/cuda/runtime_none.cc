@@ -2,7 +2,7 @@
 // and every call says so. Pointers are all "host": the host pointer checks decide.
 #include <string>
 
-#include "cuda/runtime.h"
+#include "src/cuda/runtime.h"
 
 namespace chorus {
 namespace cuda {

@@ -1,13 +1,13 @@
-#include "enqueue/enqueue.h"
+#include "src/enqueue/enqueue.h"
 
 #include <memory>
 #include <thread>
 
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "cuda/device_path.h"
-#include "enqueue/stream.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/cuda/device_path.h"
+#include "src/enqueue/stream.h"
 
 namespace chorus {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "algorithms/algorithms.h"
+#include "src/algorithms/algorithms.h"
 #include "chorus.h"
 
 namespace chorus {

@@ -1,4 +1,4 @@
-#include "enqueue/ptrcheck.h"
+#include "src/enqueue/ptrcheck.h"
 
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -11,10 +11,10 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "core/params.h"
-#include "cuda/device_path.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/params.h"
+#include "src/cuda/device_path.h"
 
 namespace chorus {
 

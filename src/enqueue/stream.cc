@@ -1,9 +1,9 @@
-#include "enqueue/stream.h"
+#include "src/enqueue/stream.h"
 
 #include <cstdint>
 
-#include "core/checks.h"
-#include "cuda/device_path.h"
+#include "src/core/checks.h"
+#include "src/cuda/device_path.h"
 
 namespace chorus {
 namespace {

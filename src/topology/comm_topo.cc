@@ -1,16 +1,16 @@
 // comm_topo.cc — topology exchange at communicator init.
-#include "topology/comm_topo.h"
+#include "src/topology/comm_topo.h"
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <mutex>
 
-#include "comm/comm.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "topology/topo.h"
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "src/topology/topo.h"
 
 namespace chorus {
 namespace {

@@ -16,9 +16,9 @@
 #include <sstream>
 
 #include "config.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "topology/topo.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "src/topology/topo.h"
 
 #if HAVE_HWLOC
 #include <hwloc.h>

@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-#include "topology/topo.h"
+#include "src/topology/topo.h"
 
 namespace chorus {
 namespace topo {

@@ -5,7 +5,7 @@
 // bandwidth come per transport (shm, tcp) and protocol (LL: data and flag in one line;
 // Simple: slots), scaled when ranks outnumber cores. The formulas per algorithm are in
 // predictUs; docs/ARCHITECTURE.md ("Tuning") lists them with the constants.
-#include "tuning/tuning.h"
+#include "src/tuning/tuning.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,9 +20,9 @@
 #include <sstream>
 #include <string>
 
-#include "comm/comm.h"
-#include "core/debug.h"
-#include "core/params.h"
+#include "src/comm/comm.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
 
 namespace chorus {
 

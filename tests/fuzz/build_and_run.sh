@@ -30,7 +30,7 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
 fi
 
 FLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-  -I$SRC/include -I$SRC -I$SRC/src -I$SRC/kernels -I$SRC/transports -I$SRC/transports/shm"
+  -I$SRC/include -I$SRC"
 BOOT="src/bootstrap/wire.cc src/bootstrap/socket.cc src/bootstrap/uniqueid.cc
   src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "bootstrap/socket.h"
-#include "bootstrap/wire.h"
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/wire.h"
 
 using namespace chorus;
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "bootstrap/socket.h"
-#include "bootstrap/uniqueid.h"
-#include "bootstrap/wire.h"
+#include "src/bootstrap/socket.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/bootstrap/wire.h"
 
 using namespace chorus;
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/hostlist.h"
+#include "src/comm/hostlist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 512) return 0;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/hostlist.h"
+#include "src/comm/hostlist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string s(reinterpret_cast<const char*>(data), size);

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tcp/wire.h"
+#include "transports/tcp/wire.h"
 
 using namespace chorus::tcp;
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "chorus.h"
-#include "coll_matrix.h"
+#include "tests/unit/cuda/coll_matrix.h"
 
 #if CHORUS_TEST_CUDA_BUILD
 #include <cuda_runtime.h>

@@ -6,9 +6,9 @@
 // verbs (transports/rdma/verbs_standin.h), so whole collectives run through the rdma
 // transport's logic on a machine without an RDMA device. Nothing here can reach libchorus:
 // it is a different link, not a switch inside the library.
-#include "rdma/transport.h"
-#include "rdma/verbs_standin.h"
-#include "tcp/transport.h"
+#include "transports/rdma/transport.h"
+#include "transports/rdma/verbs_standin.h"
+#include "transports/tcp/transport.h"
 #include "transports/transport.h"
 
 namespace chorus {

@@ -10,14 +10,14 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/wait.h"
-#include "rdma/device.h"
-#include "rdma/reg_cache.h"
-#include "rdma/transport.h"
-#include "rdma/verbs_standin.h"
-#include "rdma/wire.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/wait.h"
+#include "transports/rdma/device.h"
+#include "transports/rdma/reg_cache.h"
+#include "transports/rdma/transport.h"
+#include "transports/rdma/verbs_standin.h"
+#include "transports/rdma/wire.h"
 
 using namespace chorus;
 using namespace chorus::rdma;

@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "coll_check.h"
-#include "rdma/verbs_standin.h"
+#include "tests/integration/coll/coll_check.h"
+#include "transports/rdma/verbs_standin.h"
 
 using namespace collcheck;
 namespace standin = chorus::rdma::standin;

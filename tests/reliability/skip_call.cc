@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 // Whether every rank but `self` has written a flight-recorder dump into `dir`.
 bool othersDumped(const char* dir, int self, int n) {

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/comm.h"
-#include "comm/flight_recorder.h"
-#include "tuning/tuning.h"
+#include "src/comm/comm.h"
+#include "src/comm/flight_recorder.h"
+#include "src/tuning/tuning.h"
 
 namespace {
 

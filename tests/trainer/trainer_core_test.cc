@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "bucket_plan.h"
-#include "idx.h"
-#include "options.h"
-#include "sampler.h"
+#include "trainer/bucket_plan.h"
+#include "trainer/idx.h"
+#include "trainer/options.h"
+#include "trainer/sampler.h"
 
 namespace trainer {
 namespace {

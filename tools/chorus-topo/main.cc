@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "topology/topo.h"
+#include "src/topology/topo.h"
 
 namespace {
 

@@ -51,13 +51,13 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/root.h"
-#include "bootstrap/uniqueid.h"
-#include "hosts.h"
-#include "options.h"
-#include "output.h"
-#include "remote.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/root.h"
+#include "src/bootstrap/uniqueid.h"
+#include "tools/chorusrun/hosts.h"
+#include "tools/chorusrun/options.h"
+#include "tools/chorusrun/output.h"
+#include "tools/chorusrun/remote.h"
 
 #ifndef CHORUSRUN_VERSION
 #define CHORUSRUN_VERSION "unknown"

@@ -1,4 +1,4 @@
-#include "hosts.h"
+#include "tools/chorusrun/hosts.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "options.h"
+#include "tools/chorusrun/options.h"
 
 namespace chorusrun {
 namespace {

@@ -1,4 +1,4 @@
-#include "options.h"
+#include "tools/chorusrun/options.h"
 
 #include <cerrno>
 #include <cmath>

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hosts.h"
+#include "tools/chorusrun/hosts.h"
 
 namespace chorusrun {
 

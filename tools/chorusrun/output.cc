@@ -1,4 +1,4 @@
-#include "output.h"
+#include "tools/chorusrun/output.h"
 
 #include <unistd.h>
 

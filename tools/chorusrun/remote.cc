@@ -1,4 +1,4 @@
-#include "remote.h"
+#include "tools/chorusrun/remote.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,7 +1,7 @@
-#include "proxied/channel_health.h"
+#include "transports/proxied/channel_health.h"
 
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace proxied {

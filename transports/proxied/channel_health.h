@@ -10,7 +10,7 @@
 #include <string>
 
 #include "chorus.h"
-#include "core/wait.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace proxied {

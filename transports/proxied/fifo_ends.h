@@ -28,10 +28,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/wait.h"
-#include "proxied/channel_health.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/wait.h"
+#include "transports/proxied/channel_health.h"
 #include "transports/transport.h"
 
 namespace chorus {

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "core/wait.h"
-#include "proxied/channel_health.h"
-#include "proxied/slot_ring.h"
-#include "rdma/verbs.h"
+#include "src/core/wait.h"
+#include "transports/proxied/channel_health.h"
+#include "transports/proxied/slot_ring.h"
+#include "transports/rdma/verbs.h"
 
 namespace chorus {
 namespace rdma {

@@ -3,9 +3,9 @@
 // messages ride the slot FIFO with their flag in the write's immediate.
 #pragma once
 
-#include "proxied/fifo_ends.h"
-#include "rdma/channel.h"
-#include "rdma/proxy.h"
+#include "transports/proxied/fifo_ends.h"
+#include "transports/rdma/channel.h"
+#include "transports/rdma/proxy.h"
 
 namespace chorus {
 namespace rdma {

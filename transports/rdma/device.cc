@@ -1,4 +1,4 @@
-#include "rdma/device.h"
+#include "transports/rdma/device.h"
 
 #include <arpa/inet.h>
 

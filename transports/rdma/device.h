@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "rdma/verbs.h"
+#include "transports/rdma/verbs.h"
 
 namespace chorus {
 namespace rdma {

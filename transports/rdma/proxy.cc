@@ -1,5 +1,5 @@
 // proxy.cc — the progress thread: posting writes and credits, completions, sleeping.
-#include "rdma/proxy.h"
+#include "transports/rdma/proxy.h"
 
 #include <errno.h>
 #include <sys/epoll.h>
@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "rdma/wire.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "transports/rdma/wire.h"
 
 namespace chorus {
 namespace rdma {

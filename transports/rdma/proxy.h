@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "core/wait.h"
-#include "rdma/channel.h"
-#include "rdma/reg_cache.h"
+#include "src/bootstrap/socket.h"
+#include "src/core/wait.h"
+#include "transports/rdma/channel.h"
+#include "transports/rdma/reg_cache.h"
 
 namespace chorus {
 namespace rdma {

@@ -1,8 +1,8 @@
-#include "rdma/reg_cache.h"
+#include "transports/rdma/reg_cache.h"
 
 #include <errno.h>
 
-#include "core/debug.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace rdma {

@@ -18,7 +18,7 @@
 #include <list>
 #include <unordered_map>
 
-#include "rdma/verbs.h"
+#include "transports/rdma/verbs.h"
 
 namespace chorus {
 namespace rdma {

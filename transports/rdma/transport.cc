@@ -1,4 +1,4 @@
-#include "rdma/transport.h"
+#include "transports/rdma/transport.h"
 
 #include <errno.h>
 #include <linux/futex.h>
@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "rdma/connection.h"
-#include "rdma/device.h"
-#include "rdma/wire.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "transports/rdma/connection.h"
+#include "transports/rdma/device.h"
+#include "transports/rdma/wire.h"
 
 namespace chorus {
 namespace rdma {

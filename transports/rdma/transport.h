@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "rdma/channel.h"
-#include "rdma/proxy.h"
-#include "rdma/verbs.h"
+#include "transports/rdma/channel.h"
+#include "transports/rdma/proxy.h"
+#include "transports/rdma/verbs.h"
 #include "transports/transport.h"  // the interface; a bare "transport.h" is rdma/transport.h
 
 namespace chorus {

@@ -11,10 +11,10 @@
 
 #include <cstring>
 
-#include "core/checks.h"
-#include "core/debug.h"
-#include "rdma/transport.h"
-#include "rdma/verbs.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "transports/rdma/transport.h"
+#include "transports/rdma/verbs.h"
 
 namespace chorus {
 namespace rdma {

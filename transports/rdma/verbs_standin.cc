@@ -1,5 +1,5 @@
 // verbs_standin.cc — the in-memory STAND-IN for the verbs interface (tests only).
-#include "rdma/verbs_standin.h"
+#include "transports/rdma/verbs_standin.h"
 
 #include <errno.h>
 #include <sys/eventfd.h>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/checks.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 namespace rdma {

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "rdma/verbs.h"
+#include "transports/rdma/verbs.h"
 
 namespace chorus {
 namespace rdma {

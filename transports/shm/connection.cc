@@ -1,8 +1,8 @@
-#include "connection.h"
+#include "transports/shm/connection.h"
 
 #include <cstring>
 
-#include "core/checks.h"
+#include "src/core/checks.h"
 
 namespace chorus {
 namespace shm {

@@ -1,8 +1,8 @@
 // connection.h — the two ends of a shared-memory connection.
 #pragma once
 
-#include "layout.h"
-#include "transport.h"
+#include "transports/shm/layout.h"
+#include "transports/shm/transport.h"
 
 namespace chorus {
 namespace shm {

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/wait.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace shm {

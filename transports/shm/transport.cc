@@ -1,4 +1,4 @@
-#include "shm/transport.h"
+#include "transports/shm/transport.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "connection.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "topology/topo.h"
+#include "transports/shm/connection.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "src/topology/topo.h"
 
 namespace chorus {
 namespace shm {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "layout.h"
-#include "transport.h"
+#include "transports/shm/layout.h"
+#include "transports/transport.h"
 
 namespace chorus {
 namespace shm {

@@ -1,6 +1,6 @@
 // channel.cc — the progress thread's half of a connection: stripes out of send slots onto
 // the sockets, stripes off the sockets into receive slots.
-#include "tcp/channel.h"
+#include "transports/tcp/channel.h"
 
 #include <errno.h>
 #include <sys/socket.h>
@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace tcp {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "core/wait.h"
-#include "proxied/channel_health.h"
-#include "proxied/slot_ring.h"
-#include "tcp/wire.h"
+#include "src/bootstrap/socket.h"
+#include "src/core/wait.h"
+#include "transports/proxied/channel_health.h"
+#include "transports/proxied/slot_ring.h"
+#include "transports/tcp/wire.h"
 
 namespace chorus {
 namespace tcp {

@@ -2,9 +2,9 @@
 // proxied transport shares (proxied/fifo_ends.h) over a tcp channel's counters.
 #pragma once
 
-#include "proxied/fifo_ends.h"
-#include "tcp/channel.h"
-#include "tcp/proxy.h"
+#include "transports/proxied/fifo_ends.h"
+#include "transports/tcp/channel.h"
+#include "transports/tcp/proxy.h"
 
 namespace chorus {
 namespace tcp {

@@ -1,5 +1,5 @@
 // proxy.cc — the progress thread: epoll loop, accept + hello, commands, shutdown.
-#include "tcp/proxy.h"
+#include "transports/tcp/proxy.h"
 
 #include <errno.h>
 #include <sys/epoll.h>
@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "tcp/socket_util.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "transports/tcp/socket_util.h"
 
 namespace chorus {
 namespace tcp {

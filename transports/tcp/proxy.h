@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "core/wait.h"
-#include "tcp/channel.h"
+#include "src/bootstrap/socket.h"
+#include "src/core/wait.h"
+#include "transports/tcp/channel.h"
 
 namespace chorus {
 namespace tcp {

@@ -1,4 +1,4 @@
-#include "tcp/socket_util.h"
+#include "transports/tcp/socket_util.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -8,8 +8,8 @@
 
 #include <cstring>
 
-#include "core/checks.h"
-#include "core/debug.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace tcp {

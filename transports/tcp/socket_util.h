@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "src/bootstrap/socket.h"
 #include "chorus.h"
-#include "tcp/wire.h"
+#include "transports/tcp/wire.h"
 
 namespace chorus {
 namespace tcp {

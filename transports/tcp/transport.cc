@@ -1,4 +1,4 @@
-#include "tcp/transport.h"
+#include "transports/tcp/transport.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "bootstrap/netif.h"
-#include "bootstrap/bootstrap.h"
-#include "core/checks.h"
-#include "core/debug.h"
-#include "core/params.h"
-#include "tcp/connection.h"
-#include "tcp/socket_util.h"
+#include "src/bootstrap/netif.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+#include "transports/tcp/connection.h"
+#include "transports/tcp/socket_util.h"
 
 namespace chorus {
 namespace tcp {

@@ -18,9 +18,9 @@
 #include <memory>
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "tcp/channel.h"
-#include "tcp/proxy.h"
+#include "src/bootstrap/socket.h"
+#include "transports/tcp/channel.h"
+#include "transports/tcp/proxy.h"
 #include "transports/transport.h"  // the interface; a bare "transport.h" is tcp/transport.h
 
 namespace chorus {

@@ -1,5 +1,5 @@
 // coll_check.cc — see coll_check.h for what is checked and how the inputs are chosen.
-#include "coll_check.h"
+#include "tests/integration/coll/coll_check.h"
 
 #include <algorithm>
 #include <chrono>

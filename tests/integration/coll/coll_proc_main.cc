@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "coll_check.h"
-#include "launch_init.h"
+#include "tests/integration/coll/coll_check.h"
+#include "perf/launch_init.h"
 
 using namespace collcheck;
 

@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "coll_check.h"
+#include "tests/integration/coll/coll_check.h"
 
 using namespace collcheck;
 

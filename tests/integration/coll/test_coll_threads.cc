@@ -47,7 +47,7 @@
 #include <tuple>
 #include <vector>
 
-#include "coll_check.h"
+#include "tests/integration/coll/coll_check.h"
 
 using namespace collcheck;
 

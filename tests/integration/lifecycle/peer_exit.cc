@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_init.h"
+#include "perf/launch_init.h"
 
 int main(int argc, char** argv) {
   int victim = -1;

@@ -5,13 +5,13 @@
 
 #include <gtest/gtest.h>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/netif.h"
-#include "bootstrap/root.h"
-#include "bootstrap/socket_bootstrap.h"
-#include "bootstrap/uniqueid.h"
-#include "core/checks.h"
-#include "test_bootstrap_util.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/netif.h"
+#include "src/bootstrap/root.h"
+#include "src/bootstrap/socket_bootstrap.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/core/checks.h"
+#include "tests/unit/bootstrap/test_bootstrap_util.h"
 
 namespace chorus {
 namespace test {

@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/socket_bootstrap.h"
-#include "bootstrap/uniqueid.h"
-#include "bootstrap/wire.h"
-#include "core/checks.h"
-#include "test_bootstrap_util.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/socket_bootstrap.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/bootstrap/wire.h"
+#include "src/core/checks.h"
+#include "tests/unit/bootstrap/test_bootstrap_util.h"
 
 namespace chorus {
 namespace test {

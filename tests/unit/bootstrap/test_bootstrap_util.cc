@@ -1,4 +1,4 @@
-#include "test_bootstrap_util.h"
+#include "tests/unit/bootstrap/test_bootstrap_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "bootstrap/root.h"
-#include "bootstrap/uniqueid.h"
-#include "bootstrap/wire.h"
+#include "src/bootstrap/root.h"
+#include "src/bootstrap/uniqueid.h"
+#include "src/bootstrap/wire.h"
 
 namespace chorus {
 namespace test {

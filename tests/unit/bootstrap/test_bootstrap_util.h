@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/socket.h"
 
 namespace chorus {
 namespace test {

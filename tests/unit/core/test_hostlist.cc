@@ -1,7 +1,7 @@
 // Slurm compressed host lists, as SLURM_STEP_NODELIST carries them.
 #include <gtest/gtest.h>
 
-#include "comm/hostlist.h"
+#include "src/comm/hostlist.h"
 
 namespace {
 

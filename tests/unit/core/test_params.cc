@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/params.h"
+#include "src/core/params.h"
 
 #ifndef CHORUS_SOURCE_ROOT
 #error "CHORUS_SOURCE_ROOT must point at the source tree"

@@ -1,5 +1,5 @@
 // coll_matrix.cc — see coll_matrix.h.
-#include "coll_matrix.h"
+#include "tests/unit/cuda/coll_matrix.h"
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "reference.h"
+#include "tests/unit/kernels/reference.h"
 
 namespace collmatrix {
 namespace {

@@ -1,5 +1,5 @@
 // cuda_standin.cc — the TEST STAND-IN for the CUDA runtime (see cuda_standin.h).
-#include "cuda_standin.h"
+#include "tests/unit/cuda/cuda_standin.h"
 
 #include <sys/mman.h>
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda/runtime.h"
+#include "src/cuda/runtime.h"
 
 namespace standin {
 

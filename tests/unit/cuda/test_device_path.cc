@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "chorus.h"
-#include "coll_matrix.h"
-#include "cuda/device_path.h"
-#include "cuda/pieces.h"
-#include "cuda_standin.h"
+#include "tests/unit/cuda/coll_matrix.h"
+#include "src/cuda/device_path.h"
+#include "src/cuda/pieces.h"
+#include "tests/unit/cuda/cuda_standin.h"
 
 namespace cu = chorus::cuda;
 using chorus::Coll;

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "host_isa.h"
+#include "kernels/host/host_isa.h"
 
 namespace chorus_test {
 

@@ -1,5 +1,5 @@
 // reference.cc — see reference.h. Written from the IEEE definitions, not from reduce.h.
-#include "reference.h"
+#include "tests/unit/kernels/reference.h"
 
 #include <cfenv>
 #include <cmath>

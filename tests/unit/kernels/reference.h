@@ -11,7 +11,7 @@
 #include <string>
 
 #include "chorus.h"
-#include "host_reduce.h"
+#include "kernels/host/host_reduce.h"
 
 namespace ref {
 

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "isa_param.h"
-#include "reduce.h"
-#include "reference.h"
+#include "tests/unit/kernels/isa_param.h"
+#include "kernels/reduce.h"
+#include "tests/unit/kernels/reference.h"
 
 namespace ck = chorus::kernels;
 using chorus_test::PerIsa;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "host_reduce.h"
-#include "isa_param.h"
+#include "kernels/host/host_reduce.h"
+#include "tests/unit/kernels/isa_param.h"
 
 namespace ck = chorus::kernels;
 using chorus_test::PerIsa;

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "cuda/cuda_reduce.h"
-#include "host_reduce.h"
-#include "reference.h"
+#include "kernels/cuda/cuda_reduce.h"
+#include "kernels/host/host_reduce.h"
+#include "tests/unit/kernels/reference.h"
 
 namespace ck = chorus::kernels;
 

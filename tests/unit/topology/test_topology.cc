@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config.h"
-#include "topology/topo.h"
+#include "src/topology/topo.h"
 
 #ifndef CHORUS_TOPO_DATA
 #error "CHORUS_TOPO_DATA must point at tests/unit/topology/data"

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/wait.h"
-#include "shm/transport.h"
-#include "transport.h"
+#include "src/core/wait.h"
+#include "transports/shm/transport.h"
+#include "transports/transport.h"
 
 namespace chorus {
 namespace {

@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/checks.h"
-#include "core/wait.h"
-#include "tcp/transport.h"
-#include "tcp/wire.h"
+#include "src/core/checks.h"
+#include "src/core/wait.h"
+#include "transports/tcp/transport.h"
+#include "transports/tcp/wire.h"
 
 namespace chorus {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "comm/comm.h"
-#include "tuning/tuning.h"
+#include "src/comm/comm.h"
+#include "src/tuning/tuning.h"
 
 namespace {
 
