@@ -2,10 +2,10 @@
 // hand a validated call to the enqueue layer.
 #include <cstring>
 
-#include "src/algorithms/algorithms.h"
 #include "src/api/resolve.h"
 #include "chorus.h"
 #include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/cuda/device_path.h"

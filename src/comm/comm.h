@@ -16,7 +16,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "chorus.h"
 #include "src/comm/flight_recorder.h"
-#include "kernels/host/host_reduce.h"
+#include "kernels/reduce_spec.h"
 #include "transports/transport.h"
 
 namespace chorus {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
 #include "src/comm/flight_recorder.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"

@@ -3,6 +3,7 @@
 #include <memory>
 #include <thread>
 
+#include "src/algorithms/algorithms.h"
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"

@@ -15,26 +15,11 @@
 #include <vector>
 
 #include "chorus.h"
+#include "src/core/coll.h"
 
 struct chorusComm;
 
 namespace chorus {
-
-enum class Coll : int {
-  AllReduce,
-  Broadcast,
-  Reduce,
-  AllGather,
-  ReduceScatter,
-  Scatter,
-  Gather,
-  AllToAll,
-  Barrier,
-  Send,
-  Recv,
-};
-constexpr int kNumColls = 11;
-const char* collName(Coll c);
 
 enum class Algo : int { Direct, Ring, Tree };
 enum class Proto : int { LL, Simple };
