@@ -27,6 +27,13 @@ void copy(void* dst, const void* src, size_t bytes, bool streaming);
 /// Bytes per element of a data type (0 for an invalid type).
 size_t typeSize(chorusDataType_t type);
 
+/// Makes the process's one-time ISA choice, if nothing made it yet: the best variant this
+/// CPU runs, or `name` (baseline|avx2|avx512) when it names a lower one (nullptr or "" =
+/// the best; a higher one than the CPU runs is ignored rather than obeyed into SIGILL).
+/// The first call, or the first kernel use, decides; later calls change nothing. The
+/// library calls it at communicator init with CHORUS_KERNEL_ISA; returns the chosen name.
+const char* selectIsa(const char* name);
+
 /// Name of the instruction set the dispatcher picked ("avx512", "avx2", "baseline").
 const char* isaName();
 

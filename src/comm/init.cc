@@ -10,6 +10,7 @@
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
+#include "kernels/host/host_reduce.h"
 #include "src/topology/comm_topo.h"
 #include "src/tuning/tuning.h"
 
@@ -135,6 +136,8 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   if (comm->nranks != nranks) comm->nranks = nranks;
   comm->id = id;
   setLogRank(rank);
+  // The host kernels' one-time ISA choice (CHORUS_KERNEL_ISA), before any kernel runs.
+  (void)kernels::selectIsa(paramString(Param::KernelIsa).c_str());
   int64_t timeoutS = paramInt(Param::TimeoutS);
   if (config && config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds > 0)
     timeoutS = config->timeoutSeconds;
