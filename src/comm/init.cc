@@ -12,7 +12,6 @@
 #include "src/core/params.h"
 #include "kernels/host/host_reduce.h"
 #include "src/topology/comm_topo.h"
-#include "src/tuning/tuning.h"
 
 namespace chorus {
 
@@ -180,7 +179,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     CHORUS_INFO(kLogInit, "rank %d: ring order %s", rank, text.c_str());
   }
   CHORUS_CHECK(connectTransports(comm));
-  tuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
+  commTuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
   CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
               rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),
               comm->localRanks, comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes,
