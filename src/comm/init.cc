@@ -11,7 +11,7 @@
 #include "src/core/debug.h"
 #include "src/core/params.h"
 #include "kernels/host/host_reduce.h"
-#include "src/topology/comm_topo.h"
+#include "src/comm/topo_exchange.h"
 
 namespace chorus {
 
