@@ -69,8 +69,7 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
   if (ptr == nullptr)
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s is NULL but %zu bytes are to be accessed", api,
                 argName, bytes);
-  static const bool enabled = paramInt(Param::CheckPointers) != 0;  // read-once parameter
-  if (!enabled) return chorusSuccess;
+  if (paramInt(Param::CheckPointers) == 0) return chorusSuccess;  // the registry reads it once
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   if (p + bytes < p)

@@ -71,14 +71,19 @@ unsigned parseMask(const std::string& specIn, const char* const* names, int coun
 
 const char* const kAlgoNames[] = {"direct", "ring", "tree"};
 const char* const kProtoNames[] = {"ll", "simple"};
-const char* const kCollNames[] = {"all_reduce", "broadcast", "reduce", "all_gather",
-                                  "reduce_scatter", "scatter", "gather", "all_to_all",
-                                  "barrier", "send", "recv"};
 
 int indexOf(const std::string& s, const char* const* names, int count) {
   const std::string l = lower(s);
   for (int i = 0; i < count; ++i)
     if (l == names[i]) return i;
+  return -1;
+}
+
+// A collective by the name collName gives it (src/core/coll.cc), case-insensitive.
+int collIndex(const std::string& s) {
+  const std::string l = lower(s);
+  for (int i = 0; i < kNumColls; ++i)
+    if (l == collName(static_cast<Coll>(i))) return i;
   return -1;
 }
 
@@ -163,7 +168,7 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
       if (!ok) return fail("unknown constant or bad value");
       continue;
     }
-    const int coll = indexOf(w[0], kCollNames, kNumColls);
+    const int coll = collIndex(w[0]);
     if (coll >= 0) {
       if (w.size() < 4) return fail("expected: COLL ALGO PROTO LATENCY_US BANDWIDTH_GBPS | off");
       const int algo = indexOf(w[1], kAlgoNames, kNumAlgos);
