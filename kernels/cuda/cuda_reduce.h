@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "kernels/host/host_reduce.h"
+#include "kernels/reduce_spec.h"
 
 namespace chorus {
 namespace kernels {

@@ -6,10 +6,6 @@
 
 #include "kernels/host/host_isa.h"
 
-#include <string>
-
-#include "src/core/params.h"
-
 namespace chorus {
 namespace kernels {
 
@@ -52,7 +48,7 @@ bool cpuRuns(Isa isa) {
 }
 #endif
 
-const IsaOps* pick() {
+const IsaOps* pick(const char* want) {
   int best = static_cast<int>(Isa::Baseline);
   for (int i = kNumIsas - 1; i > 0; --i) {
     if (isaOps(static_cast<Isa>(i))) {
@@ -62,8 +58,7 @@ const IsaOps* pick() {
   }
   // An explicit lower choice (for debugging and for measuring); a higher one than the CPU
   // runs is ignored rather than obeyed into SIGILL.
-  const std::string& wantIsa = paramString(Param::KernelIsa);
-  if (const char* want = wantIsa.empty() ? nullptr : wantIsa.c_str()) {
+  if (want != nullptr && *want != '\0') {
     for (int i = 0; i < kNumIsas; ++i) {
       const IsaOps* ops = isaOps(static_cast<Isa>(i));
       if (ops && i <= best && std::strcmp(want, ops->name) == 0) return ops;
@@ -88,10 +83,21 @@ const IsaOps* isaOps(Isa isa) {
 #endif
 }
 
-const IsaOps& activeIsa() {
-  static const IsaOps* const ops = pick();  // thread-safe, once; no mutable global
+namespace {
+
+// The process's one ISA choice, made by the first caller (thread-safe, once) and never
+// changed: a kept process-global, like NCCL's. The library calls selectIsa() with
+// CHORUS_KERNEL_ISA at communicator init; a kernel used before that picks the best.
+const IsaOps& choose(const char* want) {
+  static const IsaOps* const ops = pick(want);
   return *ops;
 }
+
+}  // namespace
+
+const char* selectIsa(const char* name) { return choose(name).name; }
+
+const IsaOps& activeIsa() { return choose(nullptr); }
 
 void reduce(const ReduceSpec& spec, void* dst, const void* acc, const void* local, size_t count,
             unsigned flags) {

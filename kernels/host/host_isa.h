@@ -34,9 +34,8 @@ constexpr int kNumIsas = 3;
 /// it. Off x86 only Baseline exists (a portable build).
 const IsaOps* isaOps(Isa isa);
 
-/// The variant reduce() and copy() use: the best one this CPU runs, unless the
-/// environment variable CHORUS_KERNEL_ISA (baseline|avx2|avx512) asks for a lower one.
-/// Chosen on first use and never changed.
+/// The variant reduce() and copy() use: the one selectIsa() chose, or (when nothing chose
+/// before the first use) the best one this CPU runs. Chosen once and never changed.
 const IsaOps& activeIsa();
 
 }  // namespace kernels

@@ -1,6 +1,6 @@
 // algorithms.h — collectives as schedules of primitive steps.
 //
-// An algorithm gets a resolved call (CollArgs) and a plan from tuning (which algorithm,
+// An algorithm gets a resolved call (CollArgs, src/core/coll.h) and a plan from tuning (which algorithm,
 // which protocol, what piece size) and drives Prims. It never knows which transport
 // carries its bytes.
 #pragma once
@@ -9,23 +9,10 @@
 
 #include "src/comm/comm.h"
 #include "kernels/host/host_reduce.h"
+#include "src/core/coll.h"
 #include "src/tuning/tuning.h"
 
 namespace chorus {
-
-/// One resolved call, validated by the API layer.
-struct CollArgs {
-  Coll coll;
-  const void* sendbuf;
-  void* recvbuf;
-  size_t count;  // elements, as the user passed it
-  chorusDataType_t type;
-  kernels::ReduceSpec spec;
-  int root;  // root, or peer for send/recv
-  int op = -1;        // the chorusRedOp_t as passed, for reducing collectives (else -1)
-  uint64_t frId = 0;  // this call's flight-recorder entry (0: none)
-  int* anyPeer = nullptr;  // chorusRecvAnySource: root is -1 until a sender is found
-};
 
 /// Runs one collective on the calling thread (the caller holds comm->execMutex).
 chorusResult_t runCollective(chorusComm* comm, const CollArgs& args);

@@ -57,7 +57,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->nranks == 1) return runSingleRank(a);
   if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
-  const Plan plan = choosePlan(comm, a.coll, resultBytes(comm, a));
+  const Plan plan = commChoosePlan(comm, a.coll, resultBytes(comm, a));
   Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
   p.noteWaitsIn(comm->flight->waitSlot(a.frId));
   switch (a.coll) {

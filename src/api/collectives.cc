@@ -2,10 +2,10 @@
 // hand a validated call to the enqueue layer.
 #include <cstring>
 
-#include "src/algorithms/algorithms.h"
 #include "src/api/resolve.h"
 #include "chorus.h"
 #include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/cuda/device_path.h"
@@ -112,15 +112,17 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
     case Coll::Recv: sendBytes = 0; break;
     case Coll::Barrier: sendBytes = recvBytes = 0; break;
   }
-  if (__builtin_expect(c.stream != nullptr && c.stream->cuda != nullptr, 0)) {
+  if (__builtin_expect(c.stream != nullptr && c.stream->device != nullptr, 0)) {
     // A CUDA stream: device, pinned or host buffers (src/cuda/device_path.h).
-    CHORUS_CHECK(cuda::checkCallBuffer(c.stream->cuda, comm, c.sendbuf, sendBytes, c.api,
-                                       "sendbuff", false));
-    CHORUS_CHECK(cuda::checkCallBuffer(c.stream->cuda, comm, c.recvbuf, recvBytes, c.api,
-                                       "recvbuff", true));
+    CHORUS_CHECK(c.stream->device->checkBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff",
+                                               false));
+    CHORUS_CHECK(c.stream->device->checkBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff",
+                                               true));
   } else {
-    CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
-    CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
+    CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false,
+                                 cuda::describeNonHostPointer));
+    CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true,
+                                 cuda::describeNonHostPointer));
   }
   *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root,
                   isReducing(c.coll) ? c.op : -1};

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "chorus.h"
-#include "kernels/host/host_reduce.h"
+#include "kernels/reduce_spec.h"
 
 struct chorusComm;
 

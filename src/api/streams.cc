@@ -4,6 +4,7 @@
 #include "src/api/resolve.h"
 #include "chorus.h"
 #include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
 #include "src/cuda/device_path.h"
 #include "src/enqueue/stream.h"

@@ -16,8 +16,10 @@
 #include "src/bootstrap/bootstrap.h"
 #include "chorus.h"
 #include "src/comm/flight_recorder.h"
-#include "kernels/host/host_reduce.h"
+#include "src/core/coll.h"
+#include "kernels/reduce_spec.h"
 #include "transports/transport.h"
+#include "src/tuning/tuning.h"
 
 namespace chorus {
 
@@ -61,6 +63,15 @@ struct CommTuning {
   int spin;              // polls before yielding
   std::string algo;      // CHORUS_ALGO
   std::string proto;     // CHORUS_PROTO
+};
+
+/// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the
+/// first collective, under `once`; read-only afterwards.
+struct PlanCache {
+  std::once_flag once;
+  TuningTables tables;
+  /// Size buckets (log2) of each collective already reported at INFO.
+  std::atomic<uint64_t> logged[kNumColls] = {};
 };
 
 /// The order ring algorithms visit ranks in: hosts in the order of their lowest rank, and
@@ -119,6 +130,7 @@ struct chorusComm {
   int numaOsIndex = -1;   // NUMA node (os index) this rank is bound to, -1 unbound/unknown
 
   chorus::CommTuning tuning{};
+  chorus::PlanCache plans;
   std::vector<chorus::UserOp> userOps;
   std::mutex userOpsMutex;
 
@@ -167,6 +179,14 @@ void commFree(chorusComm* comm);
 /// Returns `res`, after recording this thread's error detail on `comm` when it failed
 /// (so chorusGetLastError(comm) explains any failed call made with that comm).
 chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res);
+
+/// Builds the communicator's tuning tables now (and logs the model at INFO on rank 0)
+/// instead of at its first collective. Safe to call any number of times.
+void commTuningInit(chorusComm* comm);
+
+/// Algorithm, protocol and piece size for one call (src/comm/plan.cc); `bytes` is the
+/// size of the whole result buffer.
+Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes);
 
 /// Validates a communicator handle passed by the user.
 chorusResult_t commCheck(const chorusComm* comm, const char* api);

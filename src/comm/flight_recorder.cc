@@ -14,7 +14,7 @@
 #include "src/comm/comm.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
-#include "src/tuning/tuning.h"
+#include "src/core/coll.h"
 
 namespace chorus {
 

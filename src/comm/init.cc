@@ -10,8 +10,8 @@
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
-#include "src/topology/comm_topo.h"
-#include "src/tuning/tuning.h"
+#include "kernels/host/host_reduce.h"
+#include "src/comm/topo_exchange.h"
 
 namespace chorus {
 
@@ -135,6 +135,8 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   if (comm->nranks != nranks) comm->nranks = nranks;
   comm->id = id;
   setLogRank(rank);
+  // The host kernels' one-time ISA choice (CHORUS_KERNEL_ISA), before any kernel runs.
+  (void)kernels::selectIsa(paramString(Param::KernelIsa).c_str());
   int64_t timeoutS = paramInt(Param::TimeoutS);
   if (config && config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds > 0)
     timeoutS = config->timeoutSeconds;
@@ -177,7 +179,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     CHORUS_INFO(kLogInit, "rank %d: ring order %s", rank, text.c_str());
   }
   CHORUS_CHECK(connectTransports(comm));
-  tuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
+  commTuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
   CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
               rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),
               comm->localRanks, comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes,

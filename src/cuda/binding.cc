@@ -53,33 +53,41 @@ chorusResult_t streamFromRuntime(const Runtime& rt, void* cudaStream, chorusStre
     delete b;
     return r;
   }
-  s->cuda = b;
+  b->ready = true;
+  s->device.reset(b);
   *out = s;
   return chorusSuccess;
 }
 
-void destroyBinding(StreamBinding* b) {
-  if (!b) return;
+StreamBinding::~StreamBinding() {
+  if (!ready) return;
   std::string why;
   // Nothing may still read the staging or the flag: the worker is gone, and the CUDA
   // stream's copies and waits must have finished too.
-  (void)b->rt->streamSynchronize(b->cudaStream, &why);
-  for (void* ev : b->allEvents) b->rt->eventDestroy(ev);
-  for (PinnedBlock& p : b->staging) b->rt->hostFree(p.host);
-  b->rt->hostFree(b->flagBlock.host);
-  delete b;
+  (void)rt->streamSynchronize(cudaStream, &why);
+  for (void* ev : allEvents) rt->eventDestroy(ev);
+  for (PinnedBlock& p : staging) rt->hostFree(p.host);
+  rt->hostFree(flagBlock.host);
 }
 
-chorusResult_t synchronizeBinding(StreamBinding* b) {
+chorusResult_t StreamBinding::synchronize() {
   std::string why;
-  if (!b->rt->streamSynchronize(b->cudaStream, &why))
-    CHORUS_FAIL(chorusSystemError, "chorusStreamSynchronize: CUDA stream %p: %s", b->cudaStream,
+  if (!rt->streamSynchronize(cudaStream, &why))
+    CHORUS_FAIL(chorusSystemError, "chorusStreamSynchronize: CUDA stream %p: %s", cudaStream,
                 why.c_str());
   return chorusSuccess;
 }
 
-chorusResult_t checkCallBuffer(StreamBinding* b, chorusComm* comm, const void* ptr, size_t bytes,
-                               const char* api, const char* argName, bool writable) {
+chorusResult_t StreamBinding::enqueue(chorusStream* s, const std::vector<Op>& ops,
+                                      RunHostOps runHost) {
+  return enqueueDeviceOps(this, s, ops, std::move(runHost));
+}
+
+// Device, pinned or pageable host memory are all fine (pageable memory is checked like on
+// the host path).
+chorusResult_t StreamBinding::checkBuffer(chorusComm* comm, const void* ptr, size_t bytes,
+                                          const char* api, const char* argName, bool writable) {
+  StreamBinding* b = this;
   if (bytes == 0) return chorusSuccess;
   if (ptr == nullptr)
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s is NULL but %zu bytes are to be accessed", api,
@@ -94,7 +102,8 @@ chorusResult_t checkCallBuffer(StreamBinding* b, chorusComm* comm, const void* p
   // (device_path.cc), because probing it now would write a byte back while earlier work
   // on the stream may still be writing the buffer.
   (void)writable;
-  if (info.kind == MemKind::Host) return checkHostBuffer(comm, ptr, bytes, api, argName, false);
+  if (info.kind == MemKind::Host)
+    return checkHostBuffer(comm, ptr, bytes, api, argName, false, describeNonHostPointer);
   return chorusSuccess;  // device or pinned memory: cudaMemcpy reaches it
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "src/comm/comm.h"
+#include "kernels/host/host_reduce.h"
 #include "src/comm/flight_recorder.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
@@ -152,8 +153,8 @@ bool onHost(const Runtime& rt, const void* p) {
 
 }  // namespace
 
-chorusResult_t enqueueDeviceOps(chorusStream* s, const std::vector<Op>& ops, RunHostOps runHost) {
-  StreamBinding* b = s->cuda;
+chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::vector<Op>& ops,
+                                DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
 
   // Plan: one op alone is cut into pieces; the ops of a group go whole (one piece each),
@@ -280,7 +281,8 @@ chorusResult_t enqueueDeviceOps(chorusStream* s, const std::vector<Op>& ops, Run
           if (st.recvOnHost && r == chorusSuccess)
             r = checkHostBuffer(st.op.comm, st.op.args.recvbuf,
                                 st.layout.recv.nblocks * st.op.args.count * st.elem,
-                                "a call on a CUDA stream", "recvbuff", true);
+                                "a call on a CUDA stream", "recvbuff", true,
+                                describeNonHostPointer);
       if (r == chorusSuccess) {
         std::vector<Op> pieceOps;
         pieceOps.reserve(stages.size());

@@ -3,8 +3,9 @@
 // A chorusStream made by chorusStreamFromCuda is a host stream (src/enqueue/stream.h: its
 // worker thread runs the host algorithms) with a StreamBinding: the CUDA stream, the
 // Runtime that reaches it, a mapped "pieces done" word and pools of pinned staging and
-// events. Calls on such a stream go through enqueueDeviceOps instead of the host queue's
-// plain path; nothing here is touched by calls on NULL or plain host streams.
+// events. The binding is the stream's DeviceExecutor (src/enqueue/stream.h): calls on such
+// a stream go through it instead of the host queue's plain path; nothing here is touched
+// by calls on NULL or plain host streams.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include "chorus.h"
 #include "src/cuda/runtime.h"
 #include "src/enqueue/enqueue.h"
+#include "src/enqueue/stream.h"
 
 struct chorusStream;
 
@@ -32,7 +34,21 @@ struct PinnedBlock {
   bool inUse = false;
 };
 
-struct StreamBinding {
+/// The device side of a chorusStream made by chorusStreamFromCuda: its DeviceExecutor
+/// (src/enqueue/stream.h), owned by the stream.
+struct StreamBinding final : DeviceExecutor {
+  StreamBinding() = default;
+  StreamBinding(const StreamBinding&) = delete;
+  StreamBinding& operator=(const StreamBinding&) = delete;
+  /// Once bound (`ready`): waits for the CUDA stream, frees the pinned memory and events.
+  ~StreamBinding() override;
+  chorusResult_t checkBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
+                             const char* argName, bool writable) override;
+  chorusResult_t enqueue(chorusStream* s, const std::vector<Op>& ops,
+                         RunHostOps runHost) override;
+  chorusResult_t synchronize() override;
+
+  bool ready = false;           // fully set up (the stream owns it from then on)
   const Runtime* rt = nullptr;
   void* cudaStream = nullptr;
   int device = 0;
@@ -49,27 +65,16 @@ struct StreamBinding {
 /// chorusStreamFromCuda through `rt` (defaultRuntime() for the public call; tests pass a
 /// stand-in). chorusInvalidUsage with the reason when no GPU can be used.
 chorusResult_t streamFromRuntime(const Runtime& rt, void* cudaStream, chorusStream** out);
-/// Called by streamDestroy after the worker stopped: waits for the CUDA stream, frees the
-/// pinned memory and events.
-void destroyBinding(StreamBinding* b);
-/// After the host queue drained: waits for the CUDA stream too.
-chorusResult_t synchronizeBinding(StreamBinding* b);
-
-/// Argument check for a buffer of a call on a CUDA stream: device, pinned or pageable host
-/// memory are all fine (pageable memory is checked like on the host path).
-chorusResult_t checkCallBuffer(StreamBinding* b, chorusComm* comm, const void* ptr, size_t bytes,
-                               const char* api, const char* argName, bool writable);
-
 /// For the host path's error message when a buffer is not host memory: what CUDA says
 /// about it ("memory of GPU 0: ...", "no GPU can be used: ..."), never empty.
 std::string describeNonHostPointer(const void* ptr);
 
-/// Runs `ops` as host collectives on the stream's worker: pieces of every buffer go
-/// through pinned staging, ordered with the CUDA stream (docs/CUDA.md). `runHost` runs a
-/// set of ops with host pointers (the enqueue layer's executeBatch / runBatches) and
-/// records asynchronous errors. One op outside a group is cut into pieces.
-using RunHostOps = std::function<chorusResult_t(std::vector<Op>& ops)>;
-chorusResult_t enqueueDeviceOps(chorusStream* s, const std::vector<Op>& ops, RunHostOps runHost);
+/// StreamBinding::enqueue: runs `ops` as host collectives on the stream's worker: pieces
+/// of every buffer go through pinned staging, ordered with the CUDA stream (docs/CUDA.md).
+/// `runHost` runs a set of ops with host pointers and records asynchronous errors. One op
+/// outside a group is cut into pieces.
+chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::vector<Op>& ops,
+                                DeviceExecutor::RunHostOps runHost);
 
 /// Piece size per block (CHORUS_CUDA_PIECE_BYTES).
 size_t pieceBytes();

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "src/tuning/tuning.h"
+#include "src/core/coll.h"
 
 namespace chorus {
 namespace cuda {

@@ -3,10 +3,10 @@
 #include <memory>
 #include <thread>
 
+#include "src/algorithms/algorithms.h"
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
-#include "src/cuda/device_path.h"
 #include "src/enqueue/stream.h"
 
 namespace chorus {
@@ -122,8 +122,8 @@ chorusResult_t enqueueOp(const Op& call) {
     }
     return runCollective(comm, op.args);
   }
-  if (op.stream->cuda != nullptr)  // a wrapped CUDA stream (src/cuda/device_path.h)
-    return cuda::enqueueDeviceOps(op.stream, {op}, [](std::vector<Op>& ops) {
+  if (op.stream->device != nullptr)  // a wrapped CUDA stream (DeviceExecutor, stream.h)
+    return op.stream->device->enqueue(op.stream, {op}, [](std::vector<Op>& ops) {
       chorusResult_t r = executeBatch(ops[0].comm, ops);
       recordAsync(ops[0].comm, r);
       return r;
@@ -158,8 +158,8 @@ chorusResult_t groupEnd() {
   if (ops.empty()) return chorusSuccess;
 
   chorusStream_t stream = ops.front().stream;
-  if (stream != nullptr && stream->cuda != nullptr)
-    return cuda::enqueueDeviceOps(stream, ops, [](std::vector<Op>& staged) {
+  if (stream != nullptr && stream->device != nullptr)
+    return stream->device->enqueue(stream, ops, [](std::vector<Op>& staged) {
       Batches bs;
       groupByComm(staged, &bs);
       return runBatches(bs, true);

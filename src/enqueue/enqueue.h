@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "src/algorithms/algorithms.h"
+#include "src/core/coll.h"
 #include "chorus.h"
 
 namespace chorus {

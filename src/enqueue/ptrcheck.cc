@@ -14,7 +14,6 @@
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
 #include "src/core/params.h"
-#include "src/cuda/device_path.h"
 
 namespace chorus {
 
@@ -58,16 +57,19 @@ bool readable(const void* ptr, size_t bytes) {
   return n < 0 && errno != EFAULT;
 }
 
+std::string whatElse(DescribePointer describe, const void* ptr) {
+  return describe ? describe(ptr) : std::string("no device runtime was asked what it is");
+}
+
 }  // namespace
 
 chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
-                               const char* argName, bool writable) {
+                               const char* argName, bool writable, DescribePointer describe) {
   if (bytes == 0) return chorusSuccess;
   if (ptr == nullptr)
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s is NULL but %zu bytes are to be accessed", api,
                 argName, bytes);
-  static const bool enabled = paramInt(Param::CheckPointers) != 0;  // read-once parameter
-  if (!enabled) return chorusSuccess;
+  if (paramInt(Param::CheckPointers) == 0) return chorusSuccess;  // the registry reads it once
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   if (p + bytes < p)
@@ -85,14 +87,14 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
     if (errno == ENOMEM)
       CHORUS_FAIL(chorusInvalidUsage,
                   "%s: %s=%p (%zu bytes) is not host memory mapped in this process; %s", api,
-                  argName, ptr, bytes, cuda::describeNonHostPointer(ptr).c_str());
+                  argName, ptr, bytes, whatElse(describe, ptr).c_str());
     // Other errors (EINVAL on odd mappings) say nothing about validity: let it through.
   }
   if (!readable(ptr, bytes))
     CHORUS_FAIL(chorusInvalidUsage,
                 "%s: %s=%p (%zu bytes) is not readable host memory in this process (a region "
                 "mapped without access, or a device pointer?); %s",
-                api, argName, ptr, bytes, cuda::describeNonHostPointer(ptr).c_str());
+                api, argName, ptr, bytes, whatElse(describe, ptr).c_str());
   if (writable && !writableMapping(ptr, bytes))
     CHORUS_FAIL(chorusInvalidArgument,
                 "%s: %s=%p (%zu bytes) is mapped but not writable (read-only memory cannot "

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "chorus.h"
 
@@ -17,9 +18,13 @@ struct chorusComm;
 
 namespace chorus {
 
+/// What else a pointer that is not host memory may be, for the error message ("memory of
+/// GPU 0: ..."); never empty. The device path provides it (cuda::describeNonHostPointer).
+using DescribePointer = std::string (*)(const void* ptr);
+
 /// `writable`: the buffer will be written (a receive buffer); a read-only mapping is an
-/// error too.
+/// error too. `describe` explains a pointer that is not host memory (may be null).
 chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
-                               const char* argName, bool writable);
+                               const char* argName, bool writable, DescribePointer describe);
 
 }  // namespace chorus

@@ -3,7 +3,6 @@
 #include <cstdint>
 
 #include "src/core/checks.h"
-#include "src/cuda/device_path.h"
 
 namespace chorus {
 namespace {
@@ -62,7 +61,7 @@ chorusResult_t streamSynchronize(chorusStream* s) {
   lock.unlock();
   if (r != chorusSuccess)
     return fail(r, __FILE__, __LINE__, "an operation on the stream failed: %s", detail.c_str());
-  if (s->cuda) return cuda::synchronizeBinding(s->cuda);  // and the CUDA stream's copies
+  if (s->device) return s->device->synchronize();  // and the device stream's copies
   return chorusSuccess;
 }
 
@@ -78,7 +77,7 @@ void streamDestroy(chorusStream* s) {
     s->workCv.notify_all();
   }
   if (s->worker.joinable()) s->worker.join();
-  cuda::destroyBinding(s->cuda);
+  s->device.reset();  // waits for the device stream, frees its binding
   s->magic = kStreamDeadMagic;
   delete s;
 }

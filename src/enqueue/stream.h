@@ -10,16 +10,43 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "chorus.h"
 
+struct chorusComm;
+
 namespace chorus {
-namespace cuda {
-struct StreamBinding;  // src/cuda/device_path.h
-}
+
+struct Op;  // src/enqueue/enqueue.h
+
+/// What a stream bound to a device (a CUDA stream: src/cuda/device_path.h implements it)
+/// does instead of the host path. The enqueue layer calls only this; the implementation
+/// is set by whoever makes such a stream (chorusStreamFromCuda), so nothing here includes
+/// the device code. Plain host streams have none.
+class DeviceExecutor {
+ public:
+  /// Runs `ops` with host pointers (the enqueue layer's executeBatch / runBatches) and
+  /// records asynchronous errors.
+  using RunHostOps = std::function<chorusResult_t(std::vector<Op>& ops)>;
+
+  /// Called by streamDestroy after the worker stopped: waits for the device stream and
+  /// frees what the binding holds.
+  virtual ~DeviceExecutor() = default;
+  /// Argument check for a buffer of a call on this stream (device, pinned or host memory).
+  virtual chorusResult_t checkBuffer(chorusComm* comm, const void* ptr, size_t bytes,
+                                     const char* api, const char* argName, bool writable) = 0;
+  /// Queues `ops` (one call, or a group) on the stream `s` this executor is bound to.
+  virtual chorusResult_t enqueue(chorusStream* s, const std::vector<Op>& ops,
+                                 RunHostOps runHost) = 0;
+  /// After the host queue drained: waits for the device stream too.
+  virtual chorusResult_t synchronize() = 0;
+};
+
 constexpr uint64_t kStreamMagic = 0x43484f5253545245ull;  // "CHORSTRE"
 constexpr uint64_t kStreamDeadMagic = 0xdeadc0de5743dead;
 }  // namespace chorus
@@ -35,7 +62,8 @@ struct chorusStream {
   chorusResult_t firstError = chorusSuccess;
   std::string firstErrorDetail;
   std::thread worker;
-  chorus::cuda::StreamBinding* cuda = nullptr;  // set when made by chorusStreamFromCuda
+  /// Set when made by chorusStreamFromCuda (src/cuda); null on plain host streams.
+  std::unique_ptr<chorus::DeviceExecutor> device;
 };
 
 namespace chorus {

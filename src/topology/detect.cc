@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -143,10 +142,8 @@ int onlineCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-HostTopo flatOnce(const std::string& why) {
-  static std::atomic<bool> said{false};
-  if (!said.exchange(true))
-    CHORUS_INFO(kLogGraph, "topology: %s; using a flat single-socket host", why.c_str());
+HostTopo flatFallback(const std::string& why) {
+  CHORUS_INFO(kLogGraph, "topology: %s; using a flat single-socket host", why.c_str());
   HostTopo h = flatTopo(onlineCpus(), why);
   // A flat host still knows every CPU it may run on (the binding may be sparse).
   std::vector<int> all = currentBinding();
@@ -328,12 +325,23 @@ HostTopo detectHost(std::string* xmlOut) {
   HostTopo h;
   std::string err;
   if (loadTopology(file, &h, &err, xmlOut)) return h;
-  return flatOnce(err);
+  return flatFallback(err);
 #else
   if (xmlOut) xmlOut->clear();
-  return flatOnce(file.empty() ? "built without hwloc"
+  return flatFallback(file.empty() ? "built without hwloc"
                                : "built without hwloc, CHORUS_TOPO_FILE=" + file + " ignored");
 #endif
+}
+
+const DetectedHost& detectedHost() {
+  // The one detection of this process (a few milliseconds of hwloc, and the host does not
+  // change): a kept process-global, written once under call_once and read-only after.
+  static const DetectedHost* const host = [] {
+    auto* d = new DetectedHost();
+    d->host = detectHost(&d->xml);
+    return d;
+  }();
+  return *host;
 }
 
 namespace {

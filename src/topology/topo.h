@@ -87,6 +87,13 @@ HostTopo flatTopo(int ncpus, const std::string& why);
 /// topology with one INFO line). `xmlOut`, when non-null, receives hwloc's XML of what was
 /// read (empty without hwloc).
 HostTopo detectHost(std::string* xmlOut);
+/// This host as detected once per process (detectHost on the first call, thread-safe; the
+/// result is read-only afterwards) with its hwloc XML (empty without hwloc).
+struct DetectedHost {
+  HostTopo host;
+  std::string xml;
+};
+const DetectedHost& detectedHost();
 /// Loads one host from an hwloc XML file; false (with *err) if it cannot be read.
 bool loadXml(const std::string& path, HostTopo* out, std::string* err, std::string* xmlOut);
 /// The CPUs this process is bound to (all online CPUs when unbound).

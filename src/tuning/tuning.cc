@@ -1,4 +1,5 @@
-// tuning.cc — the cost model and the per-communicator tables choosePlan reads.
+// tuning.cc — the cost model and the tables choosePlan reads (pure functions: the
+// communicator keeps its tables, src/comm/plan.cc).
 //
 // Time of one call = hops on the critical path x hop latency + bytes through the busiest
 // rank / bandwidth (+ the pipeline's fill: one piece per further hop). Latency and
@@ -8,40 +9,18 @@
 #include "src/tuning/tuning.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 
-#include "src/comm/comm.h"
 #include "src/core/debug.h"
-#include "src/core/params.h"
 
 namespace chorus {
-
-const char* collName(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return "all_reduce";
-    case Coll::Broadcast: return "broadcast";
-    case Coll::Reduce: return "reduce";
-    case Coll::AllGather: return "all_gather";
-    case Coll::ReduceScatter: return "reduce_scatter";
-    case Coll::Scatter: return "scatter";
-    case Coll::Gather: return "gather";
-    case Coll::AllToAll: return "all_to_all";
-    case Coll::Barrier: return "barrier";
-    case Coll::Send: return "send";
-    case Coll::Recv: return "recv";
-  }
-  return "?";
-}
 
 const char* algoName(Algo a) {
   switch (a) {
@@ -92,14 +71,19 @@ unsigned parseMask(const std::string& specIn, const char* const* names, int coun
 
 const char* const kAlgoNames[] = {"direct", "ring", "tree"};
 const char* const kProtoNames[] = {"ll", "simple"};
-const char* const kCollNames[] = {"all_reduce", "broadcast", "reduce", "all_gather",
-                                  "reduce_scatter", "scatter", "gather", "all_to_all",
-                                  "barrier", "send", "recv"};
 
 int indexOf(const std::string& s, const char* const* names, int count) {
   const std::string l = lower(s);
   for (int i = 0; i < count; ++i)
     if (l == names[i]) return i;
+  return -1;
+}
+
+// A collective by the name collName gives it (src/core/coll.cc), case-insensitive.
+int collIndex(const std::string& s) {
+  const std::string l = lower(s);
+  for (int i = 0; i < kNumColls; ++i)
+    if (l == collName(static_cast<Coll>(i))) return i;
   return -1;
 }
 
@@ -184,7 +168,7 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
       if (!ok) return fail("unknown constant or bad value");
       continue;
     }
-    const int coll = indexOf(w[0], kCollNames, kNumColls);
+    const int coll = collIndex(w[0]);
     if (coll >= 0) {
       if (w.size() < 4) return fail("expected: COLL ALGO PROTO LATENCY_US BANDWIDTH_GBPS | off");
       const int algo = indexOf(w[1], kAlgoNames, kNumAlgos);
@@ -456,47 +440,32 @@ std::string formatPredictions(const ModelParams& p, const ModelShape& s, unsigne
 }
 
 // ---------------------------------------------------------------------------------------
-// Per communicator
+// From a communicator's facts to a plan (the communicator keeps the results: src/comm)
 // ---------------------------------------------------------------------------------------
 
-namespace {
-
-struct Entry {
-  ModelShape shape;
-  std::string algo, proto;
-  TuningTables tables;
-  std::atomic<uint64_t> logged[kNumColls];  // size buckets (log2) already reported at INFO
-};
-
-const ModelParams& modelParams() {
-  static const ModelParams* params = [] {
-    auto* p = new ModelParams();
-    const std::string& path = paramString(Param::TuningFile);
-    if (!path.empty()) {
-      std::ifstream f(path);
-      std::stringstream ss;
-      ss << f.rdbuf();
-      std::string err;
-      if (!f)
-        CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s cannot be read; using the defaults",
-                    path.c_str());
-      else if (!parseTuningText(ss.str(), p, &err))
-        CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s: %s; using the defaults", path.c_str(),
-                    err.c_str());
-      else
-        CHORUS_INFO(kLogTuning, "tuning constants from %s", path.c_str());
-    }
-    return p;
-  }();
-  return *params;
+ModelParams loadModelParams(const std::string& path) {
+  ModelParams p;
+  if (path.empty()) return p;
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string err;
+  if (!f)
+    CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s cannot be read; using the defaults",
+                path.c_str());
+  else if (!parseTuningText(ss.str(), &p, &err))
+    CHORUS_WARN(kLogTuning, "CHORUS_TUNING_FILE=%s: %s; using the defaults", path.c_str(),
+                err.c_str());
+  else
+    CHORUS_INFO(kLogTuning, "tuning constants from %s", path.c_str());
+  return p;
 }
 
-ModelShape shapeOf(const chorusComm* comm) {
+ModelShape shapeFrom(const ShapeInputs& in) {
   ModelShape s;
-  const int n = comm->nranks;
+  const int n = in.nranks;
   s.nranks = n;
-  std::vector<uint64_t> hosts;
-  for (const PeerInfo& pi : comm->peers) hosts.push_back(pi.hostHash);
+  std::vector<uint64_t> hosts = in.hostOfRank;
   std::sort(hosts.begin(), hosts.end());
   s.nhosts = 0;
   s.maxLocalRanks = 0;
@@ -508,124 +477,53 @@ ModelShape shapeOf(const chorusComm* comm) {
     i = j;
   }
   if (s.nhosts == 0) s.nhosts = 1, s.maxLocalRanks = n;
-  // The fewest cores any rank has: every rank must compute the same shape, so the same plan.
-  s.ncpus = comm->ncpus;
-  for (const PeerInfo& p : comm->peers) s.ncpus = std::min(s.ncpus, p.ncpus);
-  s.ncpus = std::max(1, s.ncpus);
-  bool shm = false, other = false;
-  for (const auto& t : comm->transports) {
-    if (std::strcmp(t->name(), "shm") == 0)
-      shm = true;
-    else
-      other = true;
-  }
+  s.ncpus = std::max(1, in.minCpus);
+  bool shm = in.shmHops, other = in.otherHops;
   if (!shm && !other) {  // not connected (yet): infer
-    other = s.nhosts > 1 || paramInt(Param::ShmDisable) != 0;
-    shm = paramInt(Param::ShmDisable) == 0 && s.maxLocalRanks > 1;
+    other = s.nhosts > 1 || in.shmDisabled;
+    shm = !in.shmDisabled && s.maxLocalRanks > 1;
   }
   s.tcpHops = other;
   s.allTcp = other && !shm;
-  s.llBytes = comm->tuning.llBytes;
-  s.slotBytes = comm->tuning.slotBytes ? comm->tuning.slotBytes : s.slotBytes;
-  s.treeBytes = comm->tuning.treeBytes;
+  s.llBytes = in.llBytes;
+  s.slotBytes = in.slotBytes ? in.slotBytes : s.slotBytes;
+  s.treeBytes = in.treeBytes;
   return s;
 }
 
-std::mutex gMutex;
-std::vector<std::unique_ptr<Entry>>& entries() {
-  static auto* v = new std::vector<std::unique_ptr<Entry>>();
-  return *v;
-}
-
-bool sameShape(const ModelShape& a, const ModelShape& b) {
-  return a.nranks == b.nranks && a.nhosts == b.nhosts && a.maxLocalRanks == b.maxLocalRanks &&
-         a.ncpus == b.ncpus && a.tcpHops == b.tcpHops && a.allTcp == b.allTcp &&
-         a.llBytes == b.llBytes && a.slotBytes == b.slotBytes && a.treeBytes == b.treeBytes;
-}
-
-const Entry* entryFor(const chorusComm* comm, bool announce) {
-  const ModelShape s = shapeOf(comm);
-  std::lock_guard<std::mutex> lock(gMutex);
-  for (const auto& e : entries())
-    if (sameShape(e->shape, s) && e->algo == comm->tuning.algo && e->proto == comm->tuning.proto)
-      return e.get();
-  const ModelParams& p = modelParams();
+TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::string& algo,
+                       const std::string& proto, bool announce) {
   std::string badA, badP;
-  const unsigned am = parseAlgoMask(comm->tuning.algo, &badA);
-  const unsigned pm = parseProtoMask(comm->tuning.proto, &badP);
+  const unsigned am = parseAlgoMask(algo, &badA);
+  const unsigned pm = parseProtoMask(proto, &badP);
   if (!badA.empty())
     CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)",
-                comm->tuning.algo.c_str(), badA.c_str());
+                algo.c_str(), badA.c_str());
   if (!badP.empty())
-    CHORUS_WARN(kLogTuning, "CHORUS_PROTO=%s: unknown %s ignored (LL, Simple)",
-                comm->tuning.proto.c_str(), badP.c_str());
-  auto e = std::make_unique<Entry>();
-  e->shape = s;
-  e->algo = comm->tuning.algo;
-  e->proto = comm->tuning.proto;
-  e->tables = buildTables(p, s, am, pm);
-  for (auto& l : e->logged) l.store(0, std::memory_order_relaxed);
+    CHORUS_WARN(kLogTuning, "CHORUS_PROTO=%s: unknown %s ignored (LL, Simple)", proto.c_str(),
+                badP.c_str());
   if (announce && logEnabled(LogLevel::Info, kLogTuning)) {
     CHORUS_INFO(kLogTuning,
                 "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %s; shm %.2f us "
                 "%.2f GB/s, tcp %.2f us %.2f GB/s; CHORUS_ALGO=%s CHORUS_PROTO=%s",
                 s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus,
                 s.allTcp ? "all hops tcp" : s.tcpHops ? "shm + tcp hops" : "shm only",
-                p.shm.latUs, p.shm.bwGBps, p.tcp.latUs, p.tcp.bwGBps, e->algo.c_str(),
-                e->proto.c_str());
+                p.shm.latUs, p.shm.bwGBps, p.tcp.latUs, p.tcp.bwGBps, algo.c_str(),
+                proto.c_str());
     std::stringstream ss(formatPredictions(p, s, am, pm));
     for (std::string line; std::getline(ss, line);) CHORUS_INFO(kLogTuning, "%s", line.c_str());
   }
-  entries().push_back(std::move(e));
-  return entries().back().get();
+  return buildTables(p, s, am, pm);
 }
 
-struct CacheSlot {
-  const chorusComm* comm = nullptr;
-  uint64_t hash = 0;
-  int nranks = 0;
-  const Entry* entry = nullptr;
-};
-thread_local CacheSlot tlCache[4];
-thread_local unsigned tlNext = 0;
-
-const Entry* lookup(const chorusComm* comm) {
-  for (const CacheSlot& c : tlCache)
-    if (c.comm == comm && c.hash == comm->commHash && c.nranks == comm->nranks) return c.entry;
-  // First call of this thread on this communicator: the table of its shape (built once per
-  // shape and process; printed once, by the first communicator's rank 0 of that shape).
-  const Entry* e = entryFor(comm, comm->rank == 0);
-  tlCache[tlNext++ % 4] = CacheSlot{comm, comm->commHash, comm->nranks, e};
-  return e;
-}
-
-}  // namespace
-
-void tuningInit(const chorusComm* comm) {
-  if (comm && comm->nranks > 1) (void)lookup(comm);
-}
-
-Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes) {
-  const CommTuning& t = comm->tuning;
+Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes) {
   ModelShape ps;
-  ps.nranks = comm->nranks;
-  ps.slotBytes = t.slotBytes;
-  Plan p{Algo::Ring, Proto::Simple, pieceBytesFor(ps, bytes), bytes >= t.ntBytes};
-  if (comm->nranks > 1) {
-    const Entry* e = lookup(comm);
-    p.algo = e->tables.pick(coll, bytes);
+  ps.nranks = k.nranks;
+  ps.slotBytes = k.slotBytes;
+  Plan p{Algo::Ring, Proto::Simple, pieceBytesFor(ps, bytes), bytes >= k.ntBytes};
+  if (k.nranks > 1 && tables != nullptr) {
+    p.algo = tables->pick(coll, bytes);
     p.proto = protoOf(p.algo);
-    if (logEnabled(LogLevel::Info, kLogTuning)) {
-      int bucket = 0;
-      while (bucket < 63 && (size_t{2} << bucket) <= bytes) ++bucket;
-      const uint64_t bit = uint64_t{1} << bucket;
-      auto& logged = const_cast<Entry*>(e)->logged[static_cast<int>(coll)];
-      if (!(logged.load(std::memory_order_relaxed) & bit) &&
-          !(logged.fetch_or(bit, std::memory_order_relaxed) & bit))
-        CHORUS_INFO(kLogTuning, "%s of %zu B (and up to %zu B) on %d ranks: %s/%s",
-                    collName(coll), bytes, (size_t{2} << bucket) - 1, comm->nranks,
-                    algoName(p.algo), protoName(p.proto));
-    }
   }
   switch (coll) {
     case Coll::Scatter:
@@ -635,15 +533,12 @@ Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes) {
     case Coll::Recv:
       p.algo = Algo::Direct;
       p.proto = Proto::Simple;
-      p.pieceBytes = t.slotBytes;
+      p.pieceBytes = k.slotBytes;
       break;
     default:
       break;
   }
   if (p.pieceBytes < 64) p.pieceBytes = 64;
-  CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s/%s, pieces of %zu B%s", collName(coll), bytes,
-               comm->nranks, algoName(p.algo), protoName(p.proto), p.pieceBytes,
-               p.streaming ? ", streaming stores" : "");
   return p;
 }
 

@@ -3,8 +3,10 @@
 // A cost model (latency + bytes / bandwidth per hop, per transport and protocol; see
 // docs/ARCHITECTURE.md "Tuning") predicts the time of every algorithm a collective has, for
 // the communicator's shape (ranks, hosts, ranks per host, cores, whether TCP carries any
-// hop). For each communicator shape the model is evaluated once and reduced to a few size
-// thresholds per collective, so choosePlan itself is a handful of compares.
+// hop). For each communicator the model is evaluated once and reduced to a few size
+// thresholds per collective, so choosePlan itself is a handful of compares. Everything
+// here is a pure function of plain structs; the communicator keeps its tables
+// (src/comm/plan.cc).
 // CHORUS_ALGO / CHORUS_PROTO restrict the choice (a list, or ^list to exclude), and
 // CHORUS_TUNING_FILE replaces the model's constants.
 #pragma once
@@ -15,26 +17,9 @@
 #include <vector>
 
 #include "chorus.h"
-
-struct chorusComm;
+#include "src/core/coll.h"
 
 namespace chorus {
-
-enum class Coll : int {
-  AllReduce,
-  Broadcast,
-  Reduce,
-  AllGather,
-  ReduceScatter,
-  Scatter,
-  Gather,
-  AllToAll,
-  Barrier,
-  Send,
-  Recv,
-};
-constexpr int kNumColls = 11;
-const char* collName(Coll c);
 
 enum class Algo : int { Direct, Ring, Tree };
 enum class Proto : int { LL, Simple };
@@ -49,13 +34,6 @@ struct Plan {
   size_t pieceBytes;  // bytes moved per primitive step (<= slot size)
   bool streaming;     // write the user's output with non-temporal stores
 };
-
-/// `bytes` is the size of the whole result buffer of the call.
-Plan choosePlan(const chorusComm* comm, Coll coll, size_t bytes);
-
-/// Optional: builds (and logs, at INFO on rank 0) the communicator's tables now instead of
-/// at its first collective. Safe to call any number of times.
-void tuningInit(const chorusComm* comm);
 
 // ---------------------------------------------------------------------------------------
 // The model, as pure functions (unit-tested without processes).
@@ -160,5 +138,43 @@ TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned alg
 /// Human-readable table of predicted times (µs) for a set of sizes, one line per row.
 std::string formatPredictions(const ModelParams& p, const ModelShape& s, unsigned algoMask,
                               unsigned protoMask);
+
+// ---------------------------------------------------------------------------------------
+// From a communicator's facts to a plan.
+// ---------------------------------------------------------------------------------------
+
+/// Reads the model's constants from a tuning file (CHORUS_TUNING_FILE; "" = the defaults).
+/// A file that cannot be read or parsed is reported at WARN and gives the defaults.
+ModelParams loadModelParams(const std::string& path);
+
+/// The plain facts a communicator knows after init that its ModelShape is computed from.
+struct ShapeInputs {
+  int nranks = 1;
+  std::vector<uint64_t> hostOfRank;  // host hash of every rank
+  int minCpus = 1;                   // fewest usable cores of any rank
+  bool shmHops = false;              // a connected transport is shm
+  bool otherHops = false;            // a connected transport is not (tcp, rdma)
+  bool shmDisabled = false;          // CHORUS_SHM_DISABLE (used while nothing is connected)
+  size_t llBytes = 16 << 10;
+  size_t slotBytes = 0;              // 0: the ModelShape default
+  size_t treeBytes = 0;
+};
+ModelShape shapeFrom(const ShapeInputs& in);
+
+/// The tables for restrictions given as CHORUS_ALGO / CHORUS_PROTO text (unknown names are
+/// reported at WARN and ignored); `announce`: log the model and its predictions at INFO.
+TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::string& algo,
+                       const std::string& proto, bool announce);
+
+/// The knobs of a plan besides the tables.
+struct PlanKnobs {
+  int nranks = 1;
+  size_t slotBytes = 0;  // CHORUS_CHUNKSIZE
+  size_t ntBytes = 0;    // CHORUS_NT_THRESHOLD
+};
+
+/// The plan for one call; `bytes` is the size of the whole result buffer of the call.
+/// `tables` is read only with more than one rank (may be null otherwise).
+Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes);
 
 }  // namespace chorus

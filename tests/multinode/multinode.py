@@ -255,11 +255,11 @@ def case_slurm(c):
 
 
 def parse_graphs(stderr):
-    """The ring and trees rank 0 logs at INFO in subsystem GRAPH (from comm_topo.cc)."""
-    ring = re.search(r"comm_topo\.cc:\d+ ring ([\d ]+) \((\d+) hosts\)", stderr)
+    """The ring and trees rank 0 logs at INFO in subsystem GRAPH (from src/comm/topo_exchange.cc)."""
+    ring = re.search(r"topo_exchange\.cc:\d+ ring ([\d ]+) \((\d+) hosts\)", stderr)
     expect(ring, "no 'ring ... (N hosts)' GRAPH line:\n%s" % stderr[-3000:])
     trees = {}
-    for m in re.finditer(r"comm_topo\.cc:\d+ tree (\d) root (\d+);((?: \d+:(?:-|\d+)->(?:-|[\d,]+))+)", stderr):
+    for m in re.finditer(r"topo_exchange\.cc:\d+ tree (\d) root (\d+);((?: \d+:(?:-|\d+)->(?:-|[\d,]+))+)", stderr):
         links = {}
         for item in m.group(3).split():
             r, rest = item.split(":")

@@ -260,16 +260,14 @@ TEST(TuningFormat, PrintsEveryCollectiveAndTheChoice) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
 }
 
-// choosePlan on a communicator that was never connected (no processes): the shape comes
-// from the peer table, the restriction from comm->tuning.
+// commChoosePlan on a communicator that was never connected (no processes): the shape
+// comes from the peer table, the restriction from comm->tuning; the tables are the comm's.
 TEST(ChoosePlan, FakeComm) {
   auto plan = [](int n, const char* algo, const char* proto, size_t bytes) {
     chorusComm comm;
     comm.rank = 0;
     comm.nranks = n;
     comm.ncpus = 2;
-    // The plan cache is per (comm pointer, hash): give each variant its own hash.
-    comm.commHash = std::hash<std::string>()(std::string(algo) + "/" + proto) + static_cast<uint64_t>(n);
     comm.peers.assign(static_cast<size_t>(n), chorus::PeerInfo{7, 0, 0, -1, 0});
     comm.tuning.slotBytes = 512 << 10;
     comm.tuning.fifoDepth = 8;
@@ -278,7 +276,7 @@ TEST(ChoosePlan, FakeComm) {
     comm.tuning.ntBytes = 8 << 20;
     comm.tuning.algo = algo;
     comm.tuning.proto = proto;
-    return chorus::choosePlan(&comm, Coll::AllReduce, bytes);
+    return chorus::commChoosePlan(&comm, Coll::AllReduce, bytes);
   };
   EXPECT_EQ(plan(2, "", "", 8).algo, Algo::Direct);
   EXPECT_EQ(plan(2, "", "", 8).proto, chorus::Proto::LL);

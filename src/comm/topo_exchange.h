@@ -1,4 +1,5 @@
-// comm_topo.h — the communicator's view of the topology: detect, exchange, build graphs.
+// topo_exchange.h — the communicator's view of the topology: exchange the detected host
+// (src/topology) at init and build the graphs.
 #pragma once
 
 #include "chorus.h"

@@ -1,10 +1,11 @@
-// comm_topo.cc — topology exchange at communicator init.
-#include "src/topology/comm_topo.h"
+// topo_exchange.cc — topology exchange at communicator init: this rank's record from the
+// detected host (src/topology), allgathered, then the ring and trees (src/topology's pure
+// builders) stored in the communicator.
+#include "src/comm/topo_exchange.h"
 
 #include <unistd.h>
 
 #include <cstdio>
-#include <mutex>
 
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
@@ -14,20 +15,6 @@
 
 namespace chorus {
 namespace {
-
-/// The host is detected once per process (a few milliseconds of hwloc, and it does not
-/// change); the binding is read per rank, since ranks may be threads bound differently.
-struct HostCache {
-  std::once_flag once;
-  topo::HostTopo host;
-  std::string xml;
-};
-
-HostCache& hostCache() {
-  static HostCache* cache = new HostCache();
-  std::call_once(cache->once, [] { cache->host = topo::detectHost(&cache->xml); });
-  return *cache;
-}
 
 void dumpXml(const std::string& pattern, const topo::HostTopo& host, const std::string& xml) {
   std::string path;
@@ -60,7 +47,7 @@ void dumpXml(const std::string& pattern, const topo::HostTopo& host, const std::
 
 chorusResult_t commTopoInit(chorusComm* comm) {
   const int n = comm->nranks, rank = comm->rank;
-  HostCache& cache = hostCache();
+  const topo::DetectedHost& cache = topo::detectedHost();
   const PeerInfo& me = comm->peers[static_cast<size_t>(rank)];
   std::vector<topo::RankTopoRecord> recs(static_cast<size_t>(n));
   recs[static_cast<size_t>(rank)] =
