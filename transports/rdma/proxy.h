@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/core/wait.h"
 #include "transports/rdma/channel.h"
 #include "transports/rdma/reg_cache.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/core/wait.h"
 #include "transports/proxied/channel_health.h"
 #include "transports/proxied/slot_ring.h"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/core/wait.h"
 #include "transports/tcp/channel.h"
 

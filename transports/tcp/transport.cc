@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/bootstrap/netif.h"
+#include "src/net/netif.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"

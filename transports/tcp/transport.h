@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "transports/tcp/channel.h"
 #include "transports/tcp/proxy.h"
 #include "transports/transport.h"  // the interface; a bare "transport.h" is tcp/transport.h
