@@ -112,11 +112,4 @@ class Transport {
   virtual void wakeAll() = 0;
 };
 
-/// The table of built-in transports, in order of preference.
-struct TransportEntry {
-  const char* name;
-  std::unique_ptr<Transport> (*create)();
-};
-const TransportEntry* transportTable(int* count);
-
 }  // namespace chorus

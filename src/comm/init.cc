@@ -12,6 +12,7 @@
 #include "src/core/params.h"
 #include "src/topology/comm_topo.h"
 #include "src/tuning/tuning.h"
+#include "transports/registry/registry.h"
 
 namespace chorus {
 

@@ -1,13 +1,14 @@
 // standin_registry.cc — the transport table of the stand-in test binaries (TESTS ONLY).
 //
-// libchorus's table (transports/registry.cc) binds the rdma transport to libibverbs. The
-// test binaries of tests/rdma link every other library object (chorus_core_sans_registry)
-// with this table instead, which binds the same RdmaTransport to the in-memory STAND-IN
-// verbs (transports/rdma/verbs_standin.h), so whole collectives run through the rdma
-// transport's logic on a machine without an RDMA device. Nothing here can reach libchorus:
-// it is a different link, not a switch inside the library.
+// libchorus's table (transports/registry/registry.cc) binds the rdma transport to
+// libibverbs. The test binaries of tests/rdma link every other library object
+// (chorus_core_sans_registry) with this table instead, which binds the same RdmaTransport
+// to the in-memory STAND-IN verbs (transports/rdma/verbs_standin.h), so whole collectives
+// run through the rdma transport's logic on a machine without an RDMA device. Nothing here
+// can reach libchorus: it is a different link, not a switch inside the library.
 #include "transports/rdma/transport.h"
 #include "transports/rdma/verbs_standin.h"
+#include "transports/registry/registry.h"
 #include "transports/tcp/transport.h"
 #include "transports/transport.h"
 
