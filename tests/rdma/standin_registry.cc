@@ -15,8 +15,8 @@
 namespace chorus {
 namespace {
 
-rdma::Options standinOptions() {
-  rdma::Options o = rdma::Options::fromParams();
+rdma::Options standinOptions(const TransportContext& ctx) {
+  rdma::Options o = ctx.rdma;
   const rdma::standin::TransportKnobs k = rdma::standin::Fabric::instance().knobs();
   if (k.depth) o.depth = k.depth;
   if (k.slotBytes) o.slotBytes = k.slotBytes;
@@ -27,7 +27,8 @@ rdma::Options standinOptions() {
 // The stand-in's fabric spans one process: only ranks that are threads of it may use it.
 class StandinRdmaTransport final : public Transport {
  public:
-  StandinRdmaTransport() : inner_(rdma::standin::makeStandinVerbs(), standinOptions()) {}
+  explicit StandinRdmaTransport(const TransportContext& ctx)
+      : inner_(rdma::standin::makeStandinVerbs(), standinOptions(ctx)) {}
   const char* name() const override { return "rdma"; }
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return self.pid == peer.pid && inner_.canConnect(self, peer);
@@ -47,7 +48,9 @@ class StandinRdmaTransport final : public Transport {
   rdma::RdmaTransport inner_;
 };
 
-std::unique_ptr<Transport> createStandinRdma() { return std::make_unique<StandinRdmaTransport>(); }
+std::unique_ptr<Transport> createStandinRdma(const TransportContext& ctx) {
+  return std::make_unique<StandinRdmaTransport>(ctx);
+}
 
 }  // namespace
 

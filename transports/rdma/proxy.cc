@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 #include "transports/rdma/wire.h"
 
 namespace chorus {
@@ -307,7 +307,7 @@ void Proxy::loop() {
     if (mode_ == 2) break;
     if (mode_ == 1) {
       if (allDrained()) break;
-      if (monotonicNs() >= deadline_) {
+      if (nowNs() >= deadline_) {
         for (Channel* c : channels_)
           if (c->healthy() && c->completed != c->sendHead.load())
             CHORUS_WARN(kLogNet, "closing the RDMA connection to %s with %llu unfinished "

@@ -14,7 +14,8 @@ namespace chorus {
 
 struct TransportEntry {
   const char* name;
-  std::unique_ptr<Transport> (*create)();
+  /// Makes one communicator's instance; it takes its settings from ctx.shm / tcp / rdma.
+  std::unique_ptr<Transport> (*create)(const TransportContext& ctx);
 };
 const TransportEntry* transportTable(int* count);
 

@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 #include "transports/tcp/socket_util.h"
 
 namespace chorus {
@@ -165,7 +165,7 @@ void Proxy::loop() {
     if (mode_ == 2) break;
     if (mode_ == 1) {
       if (allDrained()) break;
-      if (monotonicNs() >= deadline_) {
+      if (nowNs() >= deadline_) {
         for (Channel* c : channels_)
           if (c->tag.kind == EpollTag::kSend && c->healthy() &&
               !static_cast<SendChannel*>(c)->drained())
