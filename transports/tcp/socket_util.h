@@ -1,4 +1,4 @@
-// tcp/socket_util.h — what the TCP transport adds to the bootstrap's socket layer
+// tcp/socket_util.h — what the TCP transport adds to the shared socket layer
 // (src/net/socket.h): buffer sizing, the authenticated outgoing connect, tokens.
 #pragma once
 

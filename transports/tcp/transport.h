@@ -2,12 +2,13 @@
 // talk over TCP sockets.
 //
 // Each rank listens on one socket (interface chosen like the bootstrap's, by
-// CHORUS_SOCKET_IFNAME, passed in as TcpOptions::ifname) and publishes its address with a random token. For every peer it
-// opens CHORUS_NSOCKS sockets to the peer's listener — its send direction — and the
-// peer's sockets to it arrive through its own listener as its receive direction. Opening
-// never waits for the peer (the kernel completes connections into the listen backlog) and
-// accepting happens on the progress thread, so the per-peer connect order of init can not
-// deadlock. Large messages are striped over the sockets (see wire.h).
+// CHORUS_SOCKET_IFNAME, passed in as TcpOptions::ifname) and publishes its address with a
+// random token. For every peer it opens CHORUS_NSOCKS sockets to the peer's listener — its
+// send direction — and the peer's sockets to it arrive through its own listener as its
+// receive direction. Opening never waits for the peer (the kernel completes connections
+// into the listen backlog) and accepting happens on the progress thread, so the per-peer
+// connect order of init can not deadlock. Large messages are striped over the sockets (see
+// wire.h).
 //
 // Slots live in local memory on both sides; the progress thread (proxy.h) moves them. A
 // slot is at least the communicator's slot size (CHORUS_CHUNKSIZE), because algorithms
