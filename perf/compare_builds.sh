@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf/compare_builds.sh — does one build slow the host path against another? Runs
-# all_reduce_perf (2 ranks, shared memory, host buffers) from two build trees, alternating
+# all_reduce_perf (NP ranks, default 2, shared memory, host buffers) from two build trees, alternating
 # A, B, A, B ... for ROUNDS rounds, and prints per size the best and the median time of
 # each and their ratio (A/B). Used for "the CUDA build must not slow the host path":
 #
@@ -11,13 +11,14 @@ set -eu
 A=$1
 B=$2
 ROUNDS=${ROUNDS:-6}
+NP=${NP:-2}
 OUT=$(mktemp -d /tmp/chorus-compare-builds.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
   for which in A B; do
     if [ $which = A ]; then dir=$A; else dir=$B; fi
     echo "round $r/$ROUNDS $dir (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-    "$dir/tools/chorusrun/chorusrun" -np 2 "$dir/perf/all_reduce_perf" -b 8 -e 64M -f 4 \
+    "$dir/tools/chorusrun/chorusrun" -np "$NP" "$dir/perf/all_reduce_perf" -b 8 -e 64M -f 4 \
       -n 50 -w 10 >"$OUT/$which.$r.txt"
   done
 done

@@ -20,6 +20,7 @@
 
 #include "chorus.h"
 #include "src/core/wait.h"
+#include "src/net/socket.h"
 
 namespace chorus {
 
@@ -75,7 +76,58 @@ class RecvConn {
   virtual chorusResult_t check(const char* what) { (void)what; return chorusSuccess; }
 };
 
-/// What a transport may need to know while it sets up one communicator's connections.
+/// Point-to-point records between two ranks while they connect (rdma swaps its per-pair
+/// queue pair numbers here: they do not fit the allgathered info). The communicator
+/// provides it (over its bootstrap). Messages are matched by (peer, tag); recv waits for the
+/// matching send, and send never waits for the peer's recv, so both ranks may send first.
+class PeerExchange {
+ public:
+  virtual ~PeerExchange() = default;
+  virtual chorusResult_t send(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual chorusResult_t recv(int peer, int tag, void* data, size_t bytes) = 0;
+};
+
+// Each built-in transport's settings. The communicator fills them from the parameter
+// registry (src/comm/init.cc); transports never read a parameter themselves, so tests set
+// them per instance. Defaults are the registry's defaults.
+
+struct ShmOptions {
+  bool disable = false;  ///< CHORUS_SHM_DISABLE: same-host pairs go to the next transport
+  /// Puts a segment this rank reads (so: writes to it arrive here) on this rank's NUMA node
+  /// before anything touches it; null leaves placement to the kernel. The communicator
+  /// passes its topology's binding (a no-op on one-node hosts).
+  bool (*bindLocal)(void* addr, size_t bytes) = nullptr;
+};
+
+struct TcpOptions {
+  SockAddr bindAddr;          ///< listen here; no family: the interface `ifname` picks
+  std::string ifname;         ///< CHORUS_SOCKET_IFNAME (syntax: src/net/netif.h)
+  int nsocks = 2;             ///< CHORUS_NSOCKS, 1..tcp::kMaxSocks
+  size_t slotBytes = 0;       ///< 0: max(chunkBytes, the communicator's slot)
+  int64_t chunkBytes = 512 << 10;  ///< CHORUS_TCP_CHUNKSIZE, within [4 KiB, 1 GiB]
+  int depth = 0;              ///< 0: buffBytes / slot, clamped to [2, 16]
+  int64_t buffBytes = 4 << 20;     ///< CHORUS_BUFFSIZE
+  int64_t sockBuf = 4 << 20;  ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
+  size_t minStripe = 64 << 10;  ///< shortest stripe worth its own socket
+  int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
+};
+
+struct RdmaOptions {
+  bool disable = false;         ///< CHORUS_IB_DISABLE
+  std::string hca;              ///< CHORUS_IB_HCA
+  int gidIndex = -1;            ///< CHORUS_IB_GID_INDEX (-1: choose)
+  int ackTimeout = 18;          ///< CHORUS_IB_TIMEOUT, 1..31
+  int retryCnt = 7;             ///< CHORUS_IB_RETRY_CNT, 0..7
+  int sl = 0;                   ///< CHORUS_IB_SL, 0..15
+  int trafficClass = 0;         ///< CHORUS_IB_TC, 0..255
+  size_t regCacheBytes = 1ull << 30;  ///< CHORUS_IB_REG_CACHE
+  size_t slotBytes = 0;         ///< 0: the communicator's slot size
+  int depth = 0;                ///< 0: the communicator's FIFO depth
+  int64_t timeoutNs = 300000000000ll;  ///< connect / drain deadline (CHORUS_TIMEOUT_S)
+};
+
+/// What a transport may need to know while it is created and sets up one communicator's
+/// connections.
 struct TransportContext {
   int rank;
   int nranks;
@@ -84,9 +136,11 @@ struct TransportContext {
   size_t slotBytes;        ///< CHORUS_CHUNKSIZE
   int fifoDepth;
   size_t llBytes;          ///< CHORUS_LL_THRESHOLD
-  /// Point-to-point records between two ranks during connect (rdma swaps its per-pair
-  /// queue pair numbers here: they do not fit the allgathered info).
-  class Bootstrap* bootstrap = nullptr;
+  /// Point-to-point records between two ranks during connect (see PeerExchange).
+  PeerExchange* exchange = nullptr;
+  ShmOptions shm;
+  TcpOptions tcp;
+  RdmaOptions rdma;
 };
 
 constexpr size_t kConnectInfoBytes = 128;
@@ -111,12 +165,5 @@ class Transport {
   /// Wakes this rank's sleeping waiters (used by abort).
   virtual void wakeAll() = 0;
 };
-
-/// The table of built-in transports, in order of preference.
-struct TransportEntry {
-  const char* name;
-  std::unique_ptr<Transport> (*create)();
-};
-const TransportEntry* transportTable(int* count);
 
 }  // namespace chorus

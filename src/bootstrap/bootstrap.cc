@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "src/bootstrap/socket_bootstrap.h"
-#include "src/bootstrap/netif.h"
 #include "src/bootstrap/uniqueid.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"

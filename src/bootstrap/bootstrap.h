@@ -11,10 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "chorus.h"
 
 namespace chorus {
+
+struct SockAddr;
 
 /// The layout behind chorusUniqueId::internal (fits in CHORUS_UNIQUE_ID_BYTES).
 struct UniqueIdData {
@@ -80,8 +83,12 @@ class Bootstrap {
   int nranks_ = 0;
 };
 
-/// CLOCK_MONOTONIC in nanoseconds.
+/// CLOCK_MONOTONIC in nanoseconds (nowNs() of src/core/wait.h).
 int64_t monotonicNs();
+
+/// The address the bootstrap listens on: src/net's findInterfaceAddr with
+/// CHORUS_SOCKET_IFNAME (the choice is logged at TRACE).
+chorusResult_t bootstrapInterfaceAddr(SockAddr* out, std::string* ifname);
 
 /// monotonicNs() + CHORUS_TIMEOUT_S (at least 1 s): the deadline a wait gets by default.
 int64_t bootstrapDefaultDeadlineNs();

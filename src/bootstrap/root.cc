@@ -18,13 +18,14 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/netif.h"
-#include "src/bootstrap/socket.h"
 #include "src/bootstrap/uniqueid.h"
 #include "src/bootstrap/wire.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
+#include "src/core/wait.h"
+#include "src/net/netif.h"
+#include "src/net/socket.h"
 
 namespace chorus {
 namespace {
@@ -240,6 +241,16 @@ std::string Root::missingRanks() const {
 }
 
 }  // namespace
+
+int64_t monotonicNs() { return nowNs(); }
+
+chorusResult_t bootstrapInterfaceAddr(SockAddr* out, std::string* ifname) {
+  std::string name;
+  CHORUS_CHECK(findInterfaceAddr(paramString(Param::SocketIfname), out, &name));
+  CHORUS_TRACE(kLogBootstrap, "bootstrap interface %s %s", name.c_str(), out->str().c_str());
+  if (ifname) *ifname = name;
+  return chorusSuccess;
+}
 
 int64_t bootstrapDefaultDeadlineNs() {
   int64_t s = paramInt(Param::TimeoutS);

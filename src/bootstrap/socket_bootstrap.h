@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/bootstrap/wire.h"
 
 namespace chorus {

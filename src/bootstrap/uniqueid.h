@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/bootstrap/wire.h"
 #include "chorus.h"
 

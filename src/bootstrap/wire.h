@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 
 namespace chorus {
 

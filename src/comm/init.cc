@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/comm/peer_exchange.h"
 #include "src/comm/comm.h"
 #include "src/comm/hostid.h"
 #include "src/core/checks.h"
@@ -12,6 +13,8 @@
 #include "src/core/params.h"
 #include "kernels/host/host_reduce.h"
 #include "src/comm/topo_exchange.h"
+#include "src/topology/topo.h"
+#include "transports/registry/registry.h"
 
 namespace chorus {
 
@@ -73,6 +76,34 @@ chorusResult_t readTuning(chorusComm* comm) {
   return chorusSuccess;
 }
 
+// The transports' settings, from the parameter registry (transports read none themselves).
+void fillTransportOptions(TransportContext* ctx) {
+  auto clamped = [](Param p, int lo, int hi) {
+    return static_cast<int>(std::clamp<int64_t>(paramInt(p), lo, hi));
+  };
+  int64_t timeoutS = paramInt(Param::TimeoutS);
+  if (timeoutS <= 0) timeoutS = 300;
+  ctx->shm.disable = paramInt(Param::ShmDisable) != 0;
+  ctx->shm.bindLocal = &topo::bindToLocalNuma;  // segments on the reading rank's NUMA node
+  TcpOptions& tcp = ctx->tcp;
+  tcp.ifname = paramString(Param::SocketIfname);
+  tcp.nsocks = clamped(Param::Nsocks, -1, 1 << 20);  // the transport rejects what is outside
+  tcp.chunkBytes = paramInt(Param::TcpChunkSize);
+  tcp.buffBytes = paramInt(Param::BuffSize);
+  tcp.sockBuf = paramInt(Param::SocketBuf);
+  tcp.timeoutNs = timeoutS * 1000000000ll;
+  RdmaOptions& rdma = ctx->rdma;
+  rdma.disable = paramInt(Param::IbDisable) != 0;
+  rdma.hca = paramString(Param::IbHca);
+  rdma.gidIndex = clamped(Param::IbGidIndex, -1, 1 << 16);
+  rdma.ackTimeout = clamped(Param::IbTimeout, 1, 31);
+  rdma.retryCnt = clamped(Param::IbRetryCnt, 0, 7);
+  rdma.sl = clamped(Param::IbSl, 0, 15);
+  rdma.trafficClass = clamped(Param::IbTc, 0, 255);
+  rdma.regCacheBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::IbRegCache)));
+  rdma.timeoutNs = timeoutS * 1000000000ll;
+}
+
 chorusResult_t connectTransports(chorusComm* comm) {
   const int n = comm->nranks;
   comm->sendConn.resize(static_cast<size_t>(n));
@@ -81,13 +112,15 @@ chorusResult_t connectTransports(chorusComm* comm) {
   const TransportEntry* table = transportTable(&ntab);
   TransportContext ctx{comm->rank, n, &comm->peers, comm->commHash, comm->tuning.slotBytes,
                        comm->tuning.fifoDepth, comm->tuning.llBytes};
-  ctx.bootstrap = comm->bootstrap.get();
+  BootstrapPeerExchange exchange(comm->bootstrap.get());
+  ctx.exchange = &exchange;
+  fillTransportOptions(&ctx);
   const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
   for (int t = 0; t < ntab; ++t) {
     // Only set a transport up if it is needed by some peer pair (all ranks agree: every
     // rank sees the same peer table).
     bool needed = false;
-    auto tr = table[t].create();
+    auto tr = table[t].create(ctx);
     for (int p = 0; p < n && !needed; ++p)
       if (p != comm->rank && !comm->sendConn[static_cast<size_t>(p)] &&
           tr->canConnect(self, comm->peers[static_cast<size_t>(p)]))

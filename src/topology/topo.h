@@ -2,7 +2,7 @@
 //
 // Detection (detect.cc) turns hwloc's view of one host — or an hwloc XML file given with
 // CHORUS_TOPO_FILE — into the plain structs below, so that nothing past detection depends
-// on hwloc. Ranks then exchange a fixed-size RankTopoRecord each (comm_topo.cc) and the
+// on hwloc. Ranks then exchange a fixed-size RankTopoRecord each (src/comm/topo_exchange.cc) and the
 // graph builders (graph.cc) compute rings and trees from those records alone: they are pure
 // functions, so tests feed them synthetic multi-host layouts without any process.
 #pragma once

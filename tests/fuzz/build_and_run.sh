@@ -31,7 +31,7 @@ fi
 
 FLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I$SRC/include -I$SRC"
-BOOT="src/bootstrap/wire.cc src/bootstrap/socket.cc src/bootstrap/uniqueid.cc
+BOOT="src/bootstrap/wire.cc src/net/socket.cc src/bootstrap/uniqueid.cc
   src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
 
 sources() {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/bootstrap/wire.h"
 
 using namespace chorus;

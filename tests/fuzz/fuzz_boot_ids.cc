@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/bootstrap/uniqueid.h"
 #include "src/bootstrap/wire.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/comm/peer_exchange.h"
 #include "src/core/checks.h"
 #include "src/core/wait.h"
 #include "transports/rdma/device.h"
@@ -282,7 +283,8 @@ TEST(RdmaPair, CreditExhaustionAndChunkedWrites) {
     o.timeoutNs = 20000000000ll;
     RdmaTransport t(standin::makeStandinVerbs(), o);
     TransportContext ctx{rank, 2, &peers, 1, kSlot, kDepth, 64};
-    ctx.bootstrap = bs.get();
+    BootstrapPeerExchange exchange(bs.get());
+    ctx.exchange = &exchange;
     std::vector<char> infos(2 * kConnectInfoBytes);
     std::unique_ptr<SendConn> send;
     std::unique_ptr<RecvConn> recv;
@@ -382,7 +384,8 @@ TEST(RdmaPair, PeerWithoutDeviceIsAClearError) {
       v = std::make_unique<NoDeviceVerbs>();
     RdmaTransport t(std::move(v), o);
     TransportContext ctx{rank, 2, &peers, 1, 4096, 2, 64};
-    ctx.bootstrap = bs.get();
+    BootstrapPeerExchange exchange(bs.get());
+    ctx.exchange = &exchange;
     std::vector<char> infos(2 * kConnectInfoBytes);
     ASSERT_EQ(t.setup(ctx, infos.data() + rank * kConnectInfoBytes), chorusSuccess);
     ASSERT_EQ(bs->allGather(infos.data(), kConnectInfoBytes), chorusSuccess);

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "src/core/wait.h"
-#include "transports/proxied/channel_health.h"
+#include "transports/proxied/progress_thread.h"
 #include "transports/proxied/slot_ring.h"
 #include "transports/rdma/verbs.h"
 
@@ -35,8 +35,10 @@ using proxied::SlotRing;
 
 constexpr uint8_t kMsgLL = 1;  // the message is (part of) a low-latency message
 
-struct Channel : proxied::ChannelHealth {  // failure and the peer's name ("rank 3 (mlx5_0:1 qp 0x1a2)")
-  Channel(Proxy* p, Doorbell* b, int peerRank) : ChannelHealth(b, peerRank), proxy(p) {}
+// Failure, the peer's name ("rank 3 (mlx5_0:1 qp 0x1a2)") and the kick flag:
+// proxied::ProxiedChannel.
+struct Channel : proxied::ProxiedChannel {
+  Channel(Proxy* p, Doorbell* b, int peerRank) : ProxiedChannel(b, peerRank), proxy(p) {}
   Proxy* const proxy;
 
   SlotRing sendRing;     // staging: the application writes here, the HCA reads
@@ -47,9 +49,6 @@ struct Channel : proxied::ChannelHealth {  // failure and the peer's name ("rank
   alignas(64) std::atomic<uint64_t> sendFree{0};      // progress: see above
   alignas(64) std::atomic<uint64_t> recvHead{0};      // progress: messages arrived
   alignas(64) std::atomic<uint64_t> recvReleased{0};  // application: messages given back
-
-  /// Raised by the application to get the progress thread's attention.
-  std::atomic<bool> kicked{false};
 
   // Progress thread only.
   uint64_t qp = 0;

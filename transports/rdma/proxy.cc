@@ -3,16 +3,16 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 #include "transports/rdma/wire.h"
 
 namespace chorus {
@@ -23,99 +23,54 @@ namespace {
 // own rank needs.
 constexpr int kIdlePolls = 32;
 constexpr int kPollBatch = 64;
+
+// A verbs call for `c` returned errno value `err`: "<before><peer><after>: <strerror>".
+void failCall(Channel* c, const char* before, const char* after, int err) {
+  c->markFailed(chorusSystemError, before + c->peerDesc + after + ": " + strerror(err));
+}
 }  // namespace
 
 Proxy::Proxy(int rank, int nranks, VerbsContext* ctx, size_t regCacheBytes, uint64_t maxWrite)
-    : rank_(rank), ctx_(ctx), cache_(ctx, regCacheBytes), maxWrite_(maxWrite) {
+    : ProgressThread(rank, "RDMA"), ctx_(ctx), cache_(ctx, regCacheBytes), maxWrite_(maxWrite) {
   byPeer_.assign(static_cast<size_t>(nranks), nullptr);
 }
 
-Proxy::~Proxy() {
-  if (thread_.joinable()) stop(false, 0);
-}
-
 chorusResult_t Proxy::start() {
-  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_.valid()) CHORUS_FAIL(chorusSystemError, "epoll_create1: %s", strerror(errno));
-  event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!event_.valid()) CHORUS_FAIL(chorusSystemError, "eventfd: %s", strerror(errno));
-  for (int fd : {event_.get(), ctx_->eventFd()}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-      CHORUS_FAIL(chorusSystemError, "epoll_ctl(ADD fd %d): %s", fd, strerror(errno));
-  }
-  try {
-    thread_ = std::thread([this] {
-      setLogRank(rank_);
-      loop();
-    });
-  } catch (const std::exception& e) {
-    CHORUS_FAIL(chorusSystemError, "cannot start the RDMA progress thread: %s", e.what());
-  }
-  return chorusSuccess;
-}
-
-void Proxy::wake() {
-  uint64_t one = 1;
-  ssize_t r = ::write(event_.get(), &one, sizeof(one));
-  (void)r;  // EAGAIN: the counter is already non-zero, the thread wakes anyway
-}
-
-void Proxy::activate(Channel* c) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    toActivate_.push_back(c);
-  }
-  commandPending_.store(true, std::memory_order_seq_cst);
-  wake();
-}
-
-void Proxy::stop(bool drain, int64_t deadlineNs) {
-  if (!thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopMode_ = drain ? 1 : 2;
-    stopDeadline_ = deadlineNs;
-  }
-  commandPending_.store(true, std::memory_order_seq_cst);
-  wake();
-  thread_.join();
+  CHORUS_CHECK(open(nullptr));
+  if (!watch(ctx_->eventFd(), EPOLLIN, nullptr))
+    CHORUS_FAIL(chorusSystemError, "epoll_ctl(ADD fd %d): %s", ctx_->eventFd(), strerror(errno));
+  return launch();
 }
 
 void Proxy::runCommands(bool force) {
-  if (!commandPending_.exchange(false, std::memory_order_acq_rel) && !force) return;
-  std::vector<Channel*> act;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    act.swap(toActivate_);
-    if (stopMode_ > mode_) {
-      mode_ = stopMode_;
-      deadline_ = stopDeadline_;
-    }
-  }
-  for (Channel* c : act) {
-    channels_.push_back(c);
+  for (proxied::ProxiedChannel* pc : takeCommands(force)) {
+    auto* c = static_cast<Channel*>(pc);
     byPeer_[static_cast<size_t>(c->peer)] = c;
     progressSend(c);
   }
 }
 
-bool Proxy::runKicks() {
-  bool any = false;
-  for (Channel* c : channels_) {
-    if (!c->kicked.load(std::memory_order_relaxed)) continue;
-    if (!c->kicked.exchange(false, std::memory_order_acq_rel)) continue;
-    any = true;
-    progressSend(c);
-    progressCredits(c);
-  }
-  return any;
+void Proxy::onKick(proxied::ProxiedChannel* pc) {
+  auto* c = static_cast<Channel*>(pc);
+  progressSend(c);
+  progressCredits(c);
+}
+
+bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
+  const auto* c = static_cast<const Channel*>(pc);
+  return c->completed == c->sendHead.load(std::memory_order_acquire);
+}
+
+void Proxy::undrained(const proxied::ProxiedChannel* pc) {
+  const auto* c = static_cast<const Channel*>(pc);
+  CHORUS_WARN(kLogNet, "closing the RDMA connection to %s with %llu unfinished messages: they "
+              "did not complete before the deadline", c->peerDesc.c_str(),
+              static_cast<unsigned long long>(c->sendHead.load() - c->completed));
 }
 
 void Proxy::failAll(const std::string& msg) {
-  for (Channel* c : channels_) c->markFailed(chorusSystemError, c->peerDesc + ": " + msg);
+  for (proxied::ProxiedChannel* c : channels())
+    c->markFailed(chorusSystemError, c->peerDesc + ": " + msg);
 }
 
 bool Proxy::pollOnce() {
@@ -131,7 +86,7 @@ bool Proxy::pollOnce() {
 
 void Proxy::publishFree(Channel* c) {
   c->sendFree.store(std::min(c->credits, c->completed), std::memory_order_release);
-  ringDoorbell(&bell_);
+  ringDoorbell(bell());
 }
 
 void Proxy::progressSend(Channel* c) {
@@ -154,10 +109,7 @@ void Proxy::progressSend(Channel* c) {
         return;
       }
       if (err != 0) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "cannot register the RDMA send buffer for %s: %s",
-                 c->peerDesc.c_str(), strerror(err));
-        c->markFailed(chorusSystemError, msg);
+        failCall(c, "cannot register the RDMA send buffer for ", "", err);
         return;
       }
       c->stagingHeld = true;
@@ -178,10 +130,7 @@ void Proxy::progressSend(Channel* c) {
       w.imm = last ? immData(bytes, c->sendRing.flags[i] & kMsgLL) : 0;
       const int err = ctx_->postWrite(c->qp, w);
       if (err != 0) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "posting an RDMA write to %s failed: %s", c->peerDesc.c_str(),
-                 strerror(err));
-        c->markFailed(chorusSystemError, msg);
+        failCall(c, "posting an RDMA write to ", " failed", err);
         return;
       }
       ++c->sendWrs;
@@ -202,10 +151,7 @@ void Proxy::progressCredits(Channel* c) {
   w.imm = immCredit(static_cast<uint32_t>(rel - c->credited));
   const int err = ctx_->postWrite(c->qp, w);
   if (err != 0) {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "posting an RDMA credit to %s failed: %s", c->peerDesc.c_str(),
-             strerror(err));
-    c->markFailed(chorusSystemError, msg);
+    failCall(c, "posting an RDMA credit to ", " failed", err);
     return;
   }
   ++c->sendWrs;
@@ -246,8 +192,7 @@ void Proxy::onCompletion(const Completion& wc) {
     case WrKind::Recv: {
       const int err = ctx_->postRecv(c->qp, wrId(WrKind::Recv, c->peer, 0));
       if (err != 0) {
-        c->markFailed(chorusSystemError,
-                      "reposting an RDMA receive for " + c->peerDesc + " failed: " + strerror(err));
+        failCall(c, "reposting an RDMA receive for ", " failed", err);
         return;
       }
       if (!wc.hasImm) break;
@@ -268,7 +213,7 @@ void Proxy::onCompletion(const Completion& wc) {
       c->recvRing.flags[i] = (wc.imm & kImmLL) ? kMsgLL : 0;
       ++c->arrived;
       c->recvHead.store(c->arrived, std::memory_order_release);
-      ringDoorbell(&bell_);
+      ringDoorbell(bell());
       break;
     }
     case WrKind::Last:
@@ -291,12 +236,6 @@ void Proxy::onCompletion(const Completion& wc) {
   progressCredits(c);
 }
 
-bool Proxy::allDrained() const {
-  for (Channel* c : channels_)
-    if (c->healthy() && c->completed != c->sendHead.load(std::memory_order_acquire)) return false;
-  return true;
-}
-
 void Proxy::loop() {
   int idle = 0;
   epoll_event evs[4];
@@ -304,19 +243,7 @@ void Proxy::loop() {
     runCommands();
     bool work = runKicks();
     work = pollOnce() || work;
-    if (mode_ == 2) break;
-    if (mode_ == 1) {
-      if (allDrained()) break;
-      if (monotonicNs() >= deadline_) {
-        for (Channel* c : channels_)
-          if (c->healthy() && c->completed != c->sendHead.load())
-            CHORUS_WARN(kLogNet, "closing the RDMA connection to %s with %llu unfinished "
-                        "messages: they did not complete before the deadline",
-                        c->peerDesc.c_str(),
-                        static_cast<unsigned long long>(c->sendHead.load() - c->completed));
-        break;
-      }
-    }
+    if (finished()) break;
     if (work) {
       idle = 0;
       continue;
@@ -331,18 +258,13 @@ void Proxy::loop() {
       usleep(100);
       continue;
     }
-    sleeping_.store(true, std::memory_order_seq_cst);
-    bool pending = commandPending_.load(std::memory_order_seq_cst);
-    for (Channel* c : channels_) pending = pending || c->kicked.load(std::memory_order_seq_cst);
-    if (!pending && !pollOnce()) {
+    if (maySleep() && !pollOnce()) {
       // The timeout is a safety net only; completions and kicks wake the thread.
-      const int n = ::epoll_wait(epoll_.get(), evs, 4, mode_ == 1 ? 10 : 100);
+      const int n = ::epoll_wait(epollFd(), evs, 4, mode() == kDrain ? 10 : 100);
       if (n < 0 && errno != EINTR) CHORUS_WARN(kLogNet, "epoll_wait: %s", strerror(errno));
     }
-    sleeping_.store(false, std::memory_order_relaxed);
-    uint64_t v;
-    while (::read(event_.get(), &v, sizeof(v)) > 0) {
-    }
+    awake();
+    drainWakeups();
     ctx_->ackEvents();
     idle = 0;
   }

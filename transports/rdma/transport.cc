@@ -10,10 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
-#include "src/core/params.h"
+#include "src/core/wait.h"
 #include "transports/rdma/connection.h"
 #include "transports/rdma/device.h"
 #include "transports/rdma/wire.h"
@@ -24,30 +23,14 @@ namespace {
 
 const char* linkName(LinkLayer l) { return l == LinkLayer::Ethernet ? "RoCE" : "InfiniBand"; }
 
-int clampParam(Param p, int lo, int hi) {
-  return static_cast<int>(std::clamp<int64_t>(paramInt(p), lo, hi));
-}
-
 }  // namespace
-
-Options Options::fromParams() {
-  Options o;
-  o.disable = paramInt(Param::IbDisable) != 0;
-  o.hca = paramString(Param::IbHca);
-  o.gidIndex = clampParam(Param::IbGidIndex, -1, 1 << 16);
-  o.timing.timeout = clampParam(Param::IbTimeout, 1, 31);
-  o.timing.retryCnt = clampParam(Param::IbRetryCnt, 0, 7);
-  o.timing.sl = clampParam(Param::IbSl, 0, 15);
-  o.timing.trafficClass = clampParam(Param::IbTc, 0, 255);
-  o.regCacheBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::IbRegCache)));
-  int64_t t = paramInt(Param::TimeoutS);
-  if (t <= 0) t = 300;
-  o.timeoutNs = t * 1000000000ll;
-  return o;
-}
 
 RdmaTransport::RdmaTransport(std::unique_ptr<Verbs> verbs, const Options& o)
     : verbs_(std::move(verbs)), opt_(o) {
+  timing_.timeout = opt_.ackTimeout;
+  timing_.retryCnt = opt_.retryCnt;
+  timing_.sl = opt_.sl;
+  timing_.trafficClass = opt_.trafficClass;
   if (opt_.disable) {
     whyNot_ = "disabled by CHORUS_IB_DISABLE=1";
     CHORUS_INFO(kLogNet, "RDMA disabled by CHORUS_IB_DISABLE=1; using tcp");
@@ -86,7 +69,7 @@ RdmaTransport::RdmaTransport(std::unique_ptr<Verbs> verbs, const Options& o)
 
 RdmaTransport::~RdmaTransport() {
   if (proxy_) {
-    proxy_->stop(!aborted_.load(), monotonicNs() + opt_.timeoutNs);
+    proxy_->stop(!aborted_.load(), nowNs() + opt_.timeoutNs);
     const RegCache& rc = proxy_->regCache();
     CHORUS_TRACE(kLogNet, "RDMA registration cache: %llu hits, %llu misses, %llu evictions",
                  static_cast<unsigned long long>(rc.hits()),
@@ -114,7 +97,7 @@ chorusResult_t RdmaTransport::setup(const TransportContext& ctx, void* info) {
     std::memcpy(info, &ci, sizeof(ci));
     return chorusSuccess;
   }
-  if (!ctx.bootstrap) CHORUS_FAIL(chorusInternalError, "rdma setup without a bootstrap");
+  if (!ctx.exchange) CHORUS_FAIL(chorusInternalError, "rdma setup without a peer exchange");
   // Algorithms cut their pieces to the communicator's slot size: ours must hold one.
   slotBytes_ = std::max(opt_.slotBytes, ctx.slotBytes);
   depth_ = opt_.depth > 0 ? opt_.depth : ctx.fifoDepth;
@@ -206,7 +189,7 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
   mine.from = rank_;
   mine.to = peer;
   mine.qpn = qpn;
-  mine.psn = static_cast<uint32_t>((monotonicNs() ^ (static_cast<int64_t>(qpn) << 8)) & 0xffffff);
+  mine.psn = static_cast<uint32_t>((nowNs() ^ (static_cast<int64_t>(qpn) << 8)) & 0xffffff);
   mine.lid = port_.lid;
   mine.useGrh = useGrh_ ? 1 : 0;
   mine.mtu = static_cast<uint8_t>(port_.activeMtu);
@@ -216,10 +199,10 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
   mine.fifoRkey = raw->recvMr.rkey;
   mine.depth = depth_;
   mine.slotBytes = slotBytes_;
-  // Both ranks send first: the bootstrap buffers it, so the pair order cannot deadlock.
+  // Both ranks send first: the exchange buffers it, so the pair order cannot deadlock.
   PairInfo theirs{};
-  CHORUS_CHECK(ctx.bootstrap->send(peer, kPairTag, &mine, sizeof(mine)));
-  CHORUS_CHECK(ctx.bootstrap->recv(peer, kPairTag, &theirs, sizeof(theirs)));
+  CHORUS_CHECK(ctx.exchange->send(peer, kPairTag, &mine, sizeof(mine)));
+  CHORUS_CHECK(ctx.exchange->recv(peer, kPairTag, &theirs, sizeof(theirs)));
   if (theirs.magic != kPairMagic || theirs.from != peer || theirs.to != rank_ ||
       theirs.depth != depth_ || theirs.slotBytes != slotBytes_)
     CHORUS_FAIL(chorusInternalError, "rank %d sent a malformed RDMA queue pair record", peer);
@@ -237,7 +220,7 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
   std::memcpy(remote.gid, theirs.gid, sizeof(remote.gid));
   local.useGrh = remote.useGrh = mine.useGrh || theirs.useGrh;
   local.mtu = remote.mtu = std::min<int>(mine.mtu, theirs.mtu);
-  CHORUS_CHECK(ctx_->connectQp(raw->qp, local, remote, opt_.timing));
+  CHORUS_CHECK(ctx_->connectQp(raw->qp, local, remote, timing_));
 
   char desc[160];
   snprintf(desc, sizeof(desc), "rank %d (%s:%d qp 0x%x)", peer, pi.device, pi.port, theirs.qpn);

@@ -6,8 +6,9 @@
 // entry (tcp) takes them. Otherwise setup() opens the chosen port (CHORUS_IB_HCA,
 // CHORUS_IB_GID_INDEX) and starts the progress thread; connect() creates one RC queue
 // pair per peer, registers the receive FIFO, swaps PairInfo (wire.h) with the peer
-// through the bootstrap and moves the queue pair to RTS. Every message is written straight
-// into the peer's FIFO slot (see proxy.h); the peer's credits bound what is in flight.
+// through the context's PeerExchange and moves the queue pair to RTS. Every message is
+// written straight into the peer's FIFO slot (see proxy.h); the peer's credits bound what
+// is in flight.
 //
 // All verbs go through the Verbs interface (verbs.h): libchorus binds libibverbs; the
 // tests bind the in-memory stand-in to run this same logic without hardware.
@@ -26,19 +27,8 @@
 namespace chorus {
 namespace rdma {
 
-/// What the transport reads from the parameter registry, so tests can set it per instance.
-struct Options {
-  bool disable = false;         ///< CHORUS_IB_DISABLE
-  std::string hca;              ///< CHORUS_IB_HCA
-  int gidIndex = -1;            ///< CHORUS_IB_GID_INDEX (-1: choose)
-  QpTiming timing;              ///< CHORUS_IB_TIMEOUT, CHORUS_IB_RETRY_CNT, CHORUS_IB_SL, CHORUS_IB_TC
-  size_t regCacheBytes = 1ull << 30;  ///< CHORUS_IB_REG_CACHE
-  size_t slotBytes = 0;         ///< 0: the communicator's slot size
-  int depth = 0;                ///< 0: the communicator's FIFO depth
-  int64_t timeoutNs = 0;        ///< connect / drain deadline (CHORUS_TIMEOUT_S)
-
-  static Options fromParams();
-};
+/// The transport's settings (TransportContext::rdma; see transports/transport.h).
+using Options = RdmaOptions;
 
 class RdmaTransport final : public Transport {
  public:
@@ -64,6 +54,7 @@ class RdmaTransport final : public Transport {
  private:
   std::unique_ptr<Verbs> verbs_;
   Options opt_;
+  QpTiming timing_;
   bool usable_ = false;
   std::string whyNot_;
   DeviceInfo dev_;
@@ -81,8 +72,8 @@ class RdmaTransport final : public Transport {
   std::unique_ptr<Proxy> proxy_;  // stopped first (see the destructor)
 };
 
-/// The shipped entry: RdmaTransport over libibverbs (verbs_ibv.cc).
-std::unique_ptr<Transport> createRdmaTransport();
+/// The shipped entry: RdmaTransport over libibverbs (verbs_ibv.cc) with ctx.rdma.
+std::unique_ptr<Transport> createRdmaTransport(const TransportContext& ctx);
 
 }  // namespace rdma
 }  // namespace chorus

@@ -59,7 +59,7 @@ struct QpAddress {
   int port = 1;
 };
 
-/// Per-queue-pair knobs that the parameter registry provides (CHORUS_IB_*).
+/// Per-queue-pair knobs (from RdmaOptions: CHORUS_IB_*).
 struct QpTiming {
   int timeout = 18;      ///< ACK timeout exponent: 4.096 us * 2^timeout
   int retryCnt = 7;

@@ -288,8 +288,8 @@ class Ibverbs final : public Verbs {
 
 std::unique_ptr<Verbs> makeIbverbs() { return std::make_unique<Ibverbs>(); }
 
-std::unique_ptr<Transport> createRdmaTransport() {
-  return std::make_unique<RdmaTransport>(makeIbverbs(), Options::fromParams());
+std::unique_ptr<Transport> createRdmaTransport(const TransportContext& ctx) {
+  return std::make_unique<RdmaTransport>(makeIbverbs(), ctx.rdma);
 }
 
 }  // namespace rdma

@@ -1,10 +1,11 @@
 // rdma/wire.h — every record the RDMA transport sends, and how it packs work request ids
 // and immediates.
 //
-// Two records travel through the bootstrap: ConnectInfo (128 bytes, allgathered: which
+// Two records travel during connect: ConnectInfo (128 bytes, allgathered: which
 // device and link a rank has, and the slot geometry), and PairInfo (point-to-point, one
-// per peer pair and direction: the queue pair to aim at and the receive FIFO to write
-// into). Queue pair numbers are per pair, so they cannot fit in the allgathered record.
+// per peer pair and direction, through the PeerExchange: the queue pair to aim at and
+// the receive FIFO to write into). Queue pair numbers are per pair, so they cannot fit in
+// the allgathered record.
 // On the queue pair itself every message is an RDMA WRITE into the peer's FIFO slot whose
 // last piece carries a 32-bit immediate; credits travel back as zero-length writes whose
 // immediate says how many slots the receiver freed. Plain structs in host byte order: both
@@ -20,7 +21,7 @@ namespace rdma {
 
 constexpr uint64_t kInfoMagic = 0x43484f5252444d31ull;  // "CHORRDM1"
 constexpr uint64_t kPairMagic = 0x43484f5252445032ull;  // "CHORRDP2"
-constexpr int kPairTag = 0x52444d;                      // bootstrap tag of PairInfo
+constexpr int kPairTag = 0x52444d;                      // PeerExchange tag of PairInfo
 
 /// Published through the bootstrap allgather (kConnectInfoBytes).
 struct ConnectInfo {

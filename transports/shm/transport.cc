@@ -13,11 +13,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "transports/shm/connection.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
-#include "src/core/params.h"
-#include "src/topology/topo.h"
+#include "transports/shm/connection.h"
 
 namespace chorus {
 namespace shm {
@@ -32,10 +30,12 @@ static_assert(sizeof(ShmInfo) <= kConnectInfoBytes, "connect info too large");
 
 }  // namespace
 
-std::unique_ptr<Transport> createShmTransport() { return std::make_unique<ShmTransport>(); }
+std::unique_ptr<Transport> createShmTransport(const TransportContext& ctx) {
+  return std::make_unique<ShmTransport>(ctx.shm);
+}
 
 bool ShmTransport::canConnect(const PeerInfo& self, const PeerInfo& peer) const {
-  return self.hostHash == peer.hostHash && paramInt(Param::ShmDisable) == 0;
+  return self.hostHash == peer.hostHash && !opt_.disable;
 }
 
 ShmTransport::~ShmTransport() {
@@ -73,7 +73,7 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
     CHORUS_FAIL(chorusSystemError, "mmap(%s, %zu) failed: %s", name, bytes, strerror(e));
   // This segment is read by its owner (everything in it is written *to* this rank): put its
   // pages on the owner's NUMA node before anything touches them (no-op on one-node hosts).
-  topo::bindToLocalNuma(base, bytes);
+  if (opt_.bindLocal) opt_.bindLocal(base, bytes);
   own_ = {base, bytes};
   auto* hdr = static_cast<SegmentHeader*>(base);
   hdr->owner = ctx.rank;

@@ -16,6 +16,7 @@ namespace shm {
 
 class ShmTransport final : public Transport {
  public:
+  explicit ShmTransport(const ShmOptions& o) : opt_(o) {}
   ~ShmTransport() override;
   const char* name() const override { return "shm"; }
   /// Same host, unless CHORUS_SHM_DISABLE=1 sends those ranks over the next transport.
@@ -34,6 +35,7 @@ class ShmTransport final : public Transport {
   };
   chorusResult_t mapPeer(int peer, const void* peerInfo, size_t expectBytes);
 
+  ShmOptions opt_;
   AreaGeometry geo_{};
   std::string ownName_;
   Mapping own_;
@@ -41,7 +43,8 @@ class ShmTransport final : public Transport {
   bool unlinked_ = false;
 };
 
-std::unique_ptr<Transport> createShmTransport();
+/// The registry's entry: a ShmTransport with ctx.shm.
+std::unique_ptr<Transport> createShmTransport(const TransportContext& ctx);
 
 }  // namespace shm
 }  // namespace chorus

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "src/core/wait.h"
-#include "transports/proxied/channel_health.h"
+#include "transports/proxied/progress_thread.h"
 #include "transports/proxied/slot_ring.h"
 #include "transports/tcp/wire.h"
 
@@ -38,14 +38,12 @@ struct EpollTag {
 
 using proxied::SlotRing;
 
-/// State common to both directions (failure and the peer's name: proxied::ChannelHealth).
-struct Channel : proxied::ChannelHealth {
-  Channel(Proxy* p, Doorbell* b, int peerRank) : ChannelHealth(b, peerRank), proxy(p) {}
+/// State common to both directions (failure, the peer's name and the kick flag:
+/// proxied::ProxiedChannel).
+struct Channel : proxied::ProxiedChannel {
+  Channel(Proxy* p, Doorbell* b, int peerRank) : ProxiedChannel(b, peerRank), proxy(p) {}
   Proxy* const proxy;
   SlotRing ring;
-
-  /// Raised by the application to get the progress thread's attention (see Proxy::kick).
-  std::atomic<bool> kicked{false};
 
   // Progress thread only.
   bool active = false;

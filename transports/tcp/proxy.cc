@@ -3,16 +3,15 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 #include "transports/tcp/socket_util.h"
 
 namespace chorus {
@@ -23,91 +22,32 @@ namespace {
 constexpr size_t kMaxPending = 128;
 }  // namespace
 
-Proxy::~Proxy() {
-  if (thread_.joinable()) stop(false, 0);
-}
-
 chorusResult_t Proxy::start(Fd listener, std::vector<RecvChannel*> recvByRank) {
   recvByRank_ = std::move(recvByRank);
-  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_.valid()) CHORUS_FAIL(chorusSystemError, "epoll_create1: %s", strerror(errno));
-  event_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!event_.valid()) CHORUS_FAIL(chorusSystemError, "eventfd: %s", strerror(errno));
+  CHORUS_CHECK(open(&eventTag_));
   listener_ = std::move(listener);
-  addFd(event_.get(), EPOLLIN, &eventTag_);
   addFd(listener_.get(), EPOLLIN, &listenerTag_);
-  try {
-    thread_ = std::thread([this] {
-      setLogRank(rank_);
-      loop();
-    });
-  } catch (const std::exception& e) {
-    CHORUS_FAIL(chorusSystemError, "cannot start the TCP progress thread: %s", e.what());
-  }
-  return chorusSuccess;
+  return launch();
 }
 
 void Proxy::addFd(int fd, uint32_t events, EpollTag* tag) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = tag;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+  if (!watch(fd, events, tag))
     CHORUS_WARN(kLogNet, "epoll_ctl(ADD fd %d): %s", fd, strerror(errno));
 }
 
-void Proxy::wake() {
-  uint64_t one = 1;
-  ssize_t r = ::write(event_.get(), &one, sizeof(one));
-  (void)r;  // EAGAIN means the counter is already non-zero: the thread wakes anyway
-}
-
-void Proxy::activate(Channel* c) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    toActivate_.push_back(c);
-  }
-  commandPending_.store(true, std::memory_order_seq_cst);
-  wake();
-}
-
 void Proxy::closeListener() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closeListener_ = true;
-  }
-  commandPending_.store(true, std::memory_order_seq_cst);
-  wake();
-}
-
-void Proxy::stop(bool drain, int64_t deadlineNs) {
-  if (!thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopMode_ = drain ? 1 : 2;
-    stopDeadline_ = deadlineNs;
-  }
-  commandPending_.store(true, std::memory_order_seq_cst);
-  wake();
-  thread_.join();
+  post([this] { closeListener_ = true; });
 }
 
 void Proxy::runCommands() {
-  if (!commandPending_.exchange(false, std::memory_order_acq_rel)) return;
-  std::vector<Channel*> act;
-  bool closeL;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    act.swap(toActivate_);
+  bool closeL = false;
+  const std::vector<proxied::ProxiedChannel*> act = takeCommands(false, [&] {
     closeL = closeListener_;
     closeListener_ = false;
-    if (stopMode_ > mode_) {
-      mode_ = stopMode_;
-      deadline_ = stopDeadline_;
-    }
-  }
-  for (Channel* c : act) {
+  });
+  for (proxied::ProxiedChannel* pc : act) {
+    auto* c = static_cast<Channel*>(pc);
     c->active = true;
-    channels_.push_back(c);
     if (c->tag.kind == EpollTag::kSend) {
       auto* s = static_cast<SendChannel*>(c);
       for (auto& k : s->socks) addFd(k.fd.get(), EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->tag);
@@ -128,33 +68,29 @@ void Proxy::runCommands() {
     }
     pending_.clear();
   }
-  if (mode_ != 0)
-    for (Channel* c : channels_)
+  if (mode() != kRun)
+    for (proxied::ProxiedChannel* pc : channels()) {
+      auto* c = static_cast<Channel*>(pc);
       if (c->tag.kind == EpollTag::kRecv) static_cast<RecvChannel*>(c)->discard = true;
+    }
 }
 
-bool Proxy::runKicks() {
-  bool any = false;
-  for (Channel* c : channels_) {
-    // The exchange reads the latest kick, so what that kicker published before it (a slot,
-    // a release) is visible to the progress call below.
-    if (!c->kicked.load(std::memory_order_relaxed)) continue;
-    if (!c->kicked.exchange(false, std::memory_order_acq_rel)) continue;
-    any = true;
-    if (c->tag.kind == EpollTag::kSend)
-      static_cast<SendChannel*>(c)->progress();
-    else
-      static_cast<RecvChannel*>(c)->progress();
-  }
-  return any;
+void Proxy::onKick(proxied::ProxiedChannel* pc) {
+  auto* c = static_cast<Channel*>(pc);
+  if (c->tag.kind == EpollTag::kSend)
+    static_cast<SendChannel*>(c)->progress();
+  else
+    static_cast<RecvChannel*>(c)->progress();
 }
 
-bool Proxy::allDrained() const {
-  for (Channel* c : channels_)
-    if (c->tag.kind == EpollTag::kSend && c->healthy() &&
-        !static_cast<SendChannel*>(c)->drained())
-      return false;
-  return true;
+bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
+  const auto* c = static_cast<const Channel*>(pc);
+  return c->tag.kind != EpollTag::kSend || static_cast<const SendChannel*>(c)->drained();
+}
+
+void Proxy::undrained(const proxied::ProxiedChannel* c) {
+  CHORUS_WARN(kLogNet, "closing the connection to %s with unsent messages: it did not read "
+              "them before the deadline", c->peerDesc.c_str());
 }
 
 void Proxy::loop() {
@@ -162,26 +98,10 @@ void Proxy::loop() {
   for (;;) {
     runCommands();
     runKicks();
-    if (mode_ == 2) break;
-    if (mode_ == 1) {
-      if (allDrained()) break;
-      if (monotonicNs() >= deadline_) {
-        for (Channel* c : channels_)
-          if (c->tag.kind == EpollTag::kSend && c->healthy() &&
-              !static_cast<SendChannel*>(c)->drained())
-            CHORUS_WARN(kLogNet, "closing the connection to %s with unsent messages: it did "
-                        "not read them before the deadline", c->peerDesc.c_str());
-        break;
-      }
-    }
-    // Announce that we may sleep, then look once more: a kick that saw sleeping_ false
-    // must be visible here (both sides use seq_cst; see kick()).
-    sleeping_.store(true, std::memory_order_seq_cst);
-    bool work = commandPending_.load(std::memory_order_seq_cst);
-    for (Channel* c : channels_) work = work || c->kicked.load(std::memory_order_seq_cst);
+    if (finished()) break;
     int n = 0;
-    if (!work) n = ::epoll_wait(epoll_.get(), evs, 64, mode_ == 1 ? 10 : -1);
-    sleeping_.store(false, std::memory_order_relaxed);
+    if (maySleep()) n = ::epoll_wait(epollFd(), evs, 64, mode() == kDrain ? 10 : -1);
+    awake();
     if (n < 0 && errno != EINTR) {
       CHORUS_WARN(kLogNet, "epoll_wait: %s", strerror(errno));
       usleep(1000);
@@ -190,12 +110,9 @@ void Proxy::loop() {
       auto* tag = static_cast<EpollTag*>(evs[i].data.ptr);
       const uint32_t e = evs[i].events;
       switch (tag->kind) {
-        case EpollTag::kEvent: {
-          uint64_t v;
-          while (::read(event_.get(), &v, sizeof(v)) > 0) {
-          }
+        case EpollTag::kEvent:
+          drainWakeups();
           break;
-        }
         case EpollTag::kListener:
           onAccept();
           break;
@@ -298,7 +215,7 @@ void Proxy::onHello(Pending* p) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
   ev.data.ptr = &c->tag;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, k.fd.get(), &ev) != 0)
+  if (::epoll_ctl(epollFd(), EPOLL_CTL_MOD, k.fd.get(), &ev) != 0)
     CHORUS_WARN(kLogNet, "epoll_ctl(MOD): %s", strerror(errno));
   drop(p);
   c->attached.fetch_add(1, std::memory_order_release);

@@ -6,49 +6,34 @@
 // fills receive slots, and rings the application's doorbell when a counter moves. It
 // sleeps in epoll_wait (edge-triggered: each handler runs until the socket would block or
 // its slots are full) and is woken through an eventfd, but only when it is actually
-// asleep: an application thread posting into a busy proxy costs one flag store.
+// asleep: an application thread posting into a busy proxy costs one flag store. The
+// thread, its mailbox, kicks and shutdown are proxied::ProgressThread's.
 #pragma once
 
-#include <atomic>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
-#include "src/core/wait.h"
+#include "src/net/socket.h"
+#include "transports/proxied/progress_thread.h"
 #include "transports/tcp/channel.h"
 
 namespace chorus {
 namespace tcp {
 
-class Proxy {
+/// activate() takes a channel with its buffers allocated (and, sending, its sockets
+/// connected); drain (stop) lasts until every healthy send channel has handed all posted
+/// slots to the kernel.
+class Proxy final : public proxied::ProgressThread {
  public:
   /// `token` is what a hello must carry to be accepted.
-  Proxy(int rank, uint64_t token) : rank_(rank), token_(token) {}
-  ~Proxy();
-  Proxy(const Proxy&) = delete;
-  Proxy& operator=(const Proxy&) = delete;
+  Proxy(int rank, uint64_t token) : ProgressThread(rank, "TCP"), rank_(rank), token_(token) {}
+  ~Proxy() override { stop(false, 0); }
 
   /// Starts the thread; it owns `listener` from now on. `recvByRank[r]` is where sockets
   /// whose hello names rank r go (null for ourselves).
   chorusResult_t start(Fd listener, std::vector<RecvChannel*> recvByRank);
-  /// Hands a channel (buffers allocated, send sockets connected) to the thread.
-  void activate(Channel* c);
   /// No more peers will connect: closes the listener and drops unauthenticated sockets.
   void closeListener();
-  /// Gets the thread's attention for `c` (new slot posted, or a stalled receive slot
-  /// freed). Cheap unless the thread sleeps.
-  void kick(Channel* c) {
-    c->kicked.store(true, std::memory_order_seq_cst);
-    if (sleeping_.load(std::memory_order_seq_cst)) wake();
-  }
-  /// Stops the thread. With `drain`, first keeps writing until every healthy send channel
-  /// has handed all posted slots to the kernel (or `deadlineNs`), so a rank may post its
-  /// last message and leave, as it can with shared memory.
-  void stop(bool drain, int64_t deadlineNs);
-
-  Doorbell* bell() { return &bell_; }
 
  private:
   struct Pending {  // an accepted socket whose hello is not complete yet
@@ -59,11 +44,11 @@ class Proxy {
     EpollTag tag{EpollTag::kPending, nullptr};
   };
 
-  void loop();
-  void wake();
+  void loop() override;
+  void onKick(proxied::ProxiedChannel* c) override;
+  bool drained(const proxied::ProxiedChannel* c) const override;
+  void undrained(const proxied::ProxiedChannel* c) override;
   void runCommands();
-  bool runKicks();
-  bool allDrained() const;
   void onAccept();
   void onHello(Pending* p);
   void drop(Pending* p);
@@ -72,28 +57,16 @@ class Proxy {
   const int rank_;
   const uint64_t token_;
   std::vector<RecvChannel*> recvByRank_;
-  Doorbell bell_{};
 
-  Fd epoll_, event_, listener_;
+  Fd listener_;
   EpollTag eventTag_{EpollTag::kEvent, nullptr};
   EpollTag listenerTag_{EpollTag::kListener, nullptr};
-  std::thread thread_;
-  std::atomic<bool> sleeping_{false};
 
-  // Commands from other threads.
-  std::mutex mu_;
-  std::vector<Channel*> toActivate_;
-  bool closeListener_ = false;
-  int stopMode_ = 0;  // 0 run, 1 drain then stop, 2 stop
-  int64_t stopDeadline_ = 0;
-  std::atomic<bool> commandPending_{false};
+  bool closeListener_ = false;  // a command (under the mailbox lock)
 
   // Thread only.
-  std::vector<Channel*> channels_;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::vector<std::unique_ptr<Pending>> dead_;  // freed after the current epoll batch
-  int mode_ = 0;
-  int64_t deadline_ = 0;
 };
 
 }  // namespace tcp

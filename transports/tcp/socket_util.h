@@ -1,10 +1,10 @@
-// tcp/socket_util.h — what the TCP transport adds to the bootstrap's socket layer
-// (bootstrap/socket.h): buffer sizing, the authenticated outgoing connect, tokens.
+// tcp/socket_util.h — what the TCP transport adds to the shared socket layer
+// (src/net/socket.h): buffer sizing, the authenticated outgoing connect, tokens.
 #pragma once
 
 #include <cstdint>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "chorus.h"
 #include "transports/tcp/wire.h"
 

@@ -9,35 +9,22 @@
 #include <cstdio>
 #include <cstring>
 
-#include "src/bootstrap/netif.h"
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
-#include "src/core/params.h"
+#include "src/core/wait.h"
+#include "src/net/netif.h"
 #include "transports/tcp/connection.h"
 #include "transports/tcp/socket_util.h"
 
 namespace chorus {
 namespace tcp {
 
-Options Options::fromParams() {
-  Options o;
-  o.nsocks = static_cast<int>(std::clamp<int64_t>(paramInt(Param::Nsocks), -1, 1 << 20));
-  o.slotBytes = 0;
-  o.depth = 0;
-  o.sockBuf = paramInt(Param::SocketBuf);
-  int64_t t = paramInt(Param::TimeoutS);
-  if (t <= 0) t = 300;
-  o.timeoutNs = t * 1000000000ll;
-  return o;
-}
-
-std::unique_ptr<Transport> createTcpTransport() {
-  return std::make_unique<TcpTransport>(Options::fromParams());
+std::unique_ptr<Transport> createTcpTransport(const TransportContext& ctx) {
+  return std::make_unique<TcpTransport>(ctx.tcp);
 }
 
 TcpTransport::~TcpTransport() {
-  if (proxy_) proxy_->stop(!aborted_.load(), monotonicNs() + opt_.timeoutNs);
+  if (proxy_) proxy_->stop(!aborted_.load(), nowNs() + opt_.timeoutNs);
   proxy_.reset();
 }
 
@@ -55,7 +42,7 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
                 kMaxSocks);
   slotBytes_ = opt_.slotBytes;
   if (slotBytes_ == 0) {
-    const int64_t chunk = paramInt(Param::TcpChunkSize);
+    const int64_t chunk = opt_.chunkBytes;
     if (chunk < 4096 || chunk > (1ll << 30))
       CHORUS_FAIL(chorusInvalidArgument, "CHORUS_TCP_CHUNKSIZE=%lld outside [4 KiB, 1 GiB]",
                   static_cast<long long>(chunk));
@@ -65,12 +52,12 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   depth_ = opt_.depth;
   if (depth_ <= 0)
     depth_ = static_cast<int>(std::clamp<int64_t>(
-        paramInt(Param::BuffSize) / static_cast<int64_t>(slotBytes_), 2, 16));
+        opt_.buffBytes / static_cast<int64_t>(slotBytes_), 2, 16));
   llMax_ = std::max<size_t>(ctx.llBytes, 64);  // what shm offers: same algorithm choices
 
   SockAddr bindAddr = opt_.bindAddr;
   std::string ifname = "(given)";
-  if (bindAddr.family() == 0) CHORUS_CHECK(bootstrapInterfaceAddr(&bindAddr, &ifname));
+  if (bindAddr.family() == 0) CHORUS_CHECK(findInterfaceAddr(opt_.ifname, &bindAddr, &ifname));
   bindAddr.setPort(0);
   Fd listener;
   SockAddr bound;
@@ -127,7 +114,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
                 slotBytes_);
   char desc[128];
   snprintf(desc, sizeof(desc), "rank %d (%s)", peer, addr.str().c_str());
-  const int64_t deadline = monotonicNs() + opt_.timeoutNs;
+  const int64_t deadline = nowNs() + opt_.timeoutNs;
 
   // Send direction: our sockets to the peer's listener.
   auto sc = std::make_unique<SendChannel>(proxy_.get(), proxy_->bell(), peer);
@@ -168,11 +155,11 @@ void TcpTransport::finishSetup() {
   if (!proxy_) return;
   // Every peer has finished connect() (init runs a barrier first), so its sockets are at
   // most in flight: this normally returns at once.
-  const int64_t deadline = monotonicNs() + opt_.timeoutNs;
+  const int64_t deadline = nowNs() + opt_.timeoutNs;
   for (auto& c : recv_) {
     if (!c || c->expected == 0) continue;
     while (c->attached.load(std::memory_order_acquire) < c->expected &&
-           monotonicNs() < deadline && !aborted_.load())
+           nowNs() < deadline && !aborted_.load())
       usleep(200);
     const int got = c->attached.load(std::memory_order_acquire);
     if (got < c->expected) {

@@ -2,12 +2,13 @@
 // talk over TCP sockets.
 //
 // Each rank listens on one socket (interface chosen like the bootstrap's, by
-// CHORUS_SOCKET_IFNAME) and publishes its address with a random token. For every peer it
-// opens CHORUS_NSOCKS sockets to the peer's listener — its send direction — and the
-// peer's sockets to it arrive through its own listener as its receive direction. Opening
-// never waits for the peer (the kernel completes connections into the listen backlog) and
-// accepting happens on the progress thread, so the per-peer connect order of init can not
-// deadlock. Large messages are striped over the sockets (see wire.h).
+// CHORUS_SOCKET_IFNAME, passed in as TcpOptions::ifname) and publishes its address with a
+// random token. For every peer it opens CHORUS_NSOCKS sockets to the peer's listener — its
+// send direction — and the peer's sockets to it arrive through its own listener as its
+// receive direction. Opening never waits for the peer (the kernel completes connections
+// into the listen backlog) and accepting happens on the progress thread, so the per-peer
+// connect order of init can not deadlock. Large messages are striped over the sockets (see
+// wire.h).
 //
 // Slots live in local memory on both sides; the progress thread (proxy.h) moves them. A
 // slot is at least the communicator's slot size (CHORUS_CHUNKSIZE), because algorithms
@@ -18,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 #include "transports/tcp/channel.h"
 #include "transports/tcp/proxy.h"
 #include "transports/transport.h"  // the interface; a bare "transport.h" is tcp/transport.h
@@ -26,19 +27,8 @@
 namespace chorus {
 namespace tcp {
 
-/// Everything the transport reads from the environment, so that tests can set it per
-/// instance (the parameter registry is read once per process).
-struct Options {
-  SockAddr bindAddr;        ///< listen here; no family: the CHORUS_SOCKET_IFNAME choice
-  int nsocks = 2;           ///< CHORUS_NSOCKS, 1..kMaxSocks
-  size_t slotBytes = 0;     ///< 0: max(CHORUS_TCP_CHUNKSIZE, the communicator's slot)
-  int depth = 0;            ///< 0: CHORUS_BUFFSIZE / slot, clamped to [2, 16]
-  int64_t sockBuf = 0;      ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
-  size_t minStripe = 64 << 10;  ///< shortest stripe worth its own socket
-  int64_t timeoutNs = 0;    ///< connect / setup deadline (CHORUS_TIMEOUT_S)
-
-  static Options fromParams();
-};
+/// The transport's settings (TransportContext::tcp; see transports/transport.h).
+using Options = TcpOptions;
 
 class TcpTransport final : public Transport {
  public:
@@ -73,7 +63,8 @@ class TcpTransport final : public Transport {
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first (see the destructor)
 };
 
-std::unique_ptr<Transport> createTcpTransport();
+/// The registry's entry: a TcpTransport with ctx.tcp.
+std::unique_ptr<Transport> createTcpTransport(const TransportContext& ctx);
 
 }  // namespace tcp
 }  // namespace chorus

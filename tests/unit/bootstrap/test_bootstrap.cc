@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/netif.h"
+#include "src/net/netif.h"
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/socket_bootstrap.h"
 #include "src/bootstrap/uniqueid.h"

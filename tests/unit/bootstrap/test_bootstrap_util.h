@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 
 namespace chorus {
 namespace test {

@@ -33,7 +33,7 @@ struct Pair {
     for (int i = 0; i < 2; ++i) {
       peers[static_cast<size_t>(i)] = PeerInfo{42, 1, i, -1, 0};
       ctx[i] = TransportContext{i, 2, &peers, hash, slot, depth, ll};
-      t[i] = shm::createShmTransport();
+      t[i] = shm::createShmTransport(ctx[i]);
       EXPECT_EQ(t[i]->setup(ctx[i], info[i]), chorusSuccess);
       names[i] = info[i];
     }
@@ -162,7 +162,7 @@ TEST(ShmTransport, SegmentNamesAreGoneOnceConnected) {
 TEST(ShmTransport, RejectsADepthOutsideTheLayout) {
   std::vector<PeerInfo> peers{PeerInfo{1, 1, 0, -1, 0}};
   TransportContext ctx{0, 1, &peers, 99, 4096, 64, 1024};
-  auto t = shm::createShmTransport();
+  auto t = shm::createShmTransport(ctx);
   char info[kConnectInfoBytes];
   EXPECT_EQ(t->setup(ctx, info), chorusInvalidArgument);
 }

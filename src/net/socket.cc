@@ -1,4 +1,4 @@
-#include "src/bootstrap/socket.h"
+#include "src/net/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,17 +12,11 @@
 #include <climits>
 #include <cstring>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
-
-int64_t monotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000ll + ts.tv_nsec;
-}
 
 void Fd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -86,7 +80,7 @@ bool SockAddr::assign(const void* raw, size_t n) {
 // Waiting
 
 int pollTimeoutMs(int64_t deadlineNs) {
-  int64_t left = deadlineNs - monotonicNs();
+  int64_t left = deadlineNs - nowNs();
   if (left <= 0) return 0;
   int64_t ms = (left + 999999) / 1000000;
   return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
@@ -112,7 +106,7 @@ chorusResult_t waitFd(int fd, short events, int64_t deadlineNs, int abortFd, con
     if (abortFd >= 0 && (p[1].revents & POLLIN))
       CHORUS_FAIL(chorusAborted, "aborted while waiting for %s", what);
     if (p[0].revents) return chorusSuccess;  // ready, or an error the caller's I/O will see
-    if (monotonicNs() >= deadlineNs)
+    if (nowNs() >= deadlineNs)
       CHORUS_FAIL(chorusTimeout, "timed out waiting for %s", what);
   }
 }
@@ -232,7 +226,7 @@ chorusResult_t connectRetry(const SockAddr& addr, int64_t deadlineNs, int abortF
     ++attempts;
     if (!retryableConnectError(err))
       CHORUS_FAIL(chorusSystemError, "cannot connect to %s: %s", what, strerror(err));
-    int64_t now = monotonicNs();
+    int64_t now = nowNs();
     if (now >= deadlineNs)
       CHORUS_FAIL(chorusTimeout, "timed out connecting to %s after %d attempts: %s", what,
                   attempts, strerror(err));

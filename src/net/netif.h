@@ -1,10 +1,10 @@
-// netif.h — which local address the bootstrap listens on.
+// netif.h — which local interface address to listen on (the bootstrap, the tcp transport).
 #pragma once
 
 #include <string>
 
-#include "src/bootstrap/socket.h"
 #include "chorus.h"
+#include "src/net/socket.h"
 
 namespace chorus {
 
@@ -17,8 +17,5 @@ namespace chorus {
 ///                 loopback only when nothing else is left.
 /// Among matches IPv4 comes before IPv6. No match is chorusInvalidArgument.
 chorusResult_t findInterfaceAddr(const std::string& spec, SockAddr* out, std::string* ifname);
-
-/// findInterfaceAddr with CHORUS_SOCKET_IFNAME (the choice is logged at TRACE).
-chorusResult_t bootstrapInterfaceAddr(SockAddr* out, std::string* ifname);
 
 }  // namespace chorus

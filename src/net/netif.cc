@@ -1,4 +1,4 @@
-#include "src/bootstrap/netif.h"
+#include "src/net/netif.h"
 
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -8,7 +8,6 @@
 
 #include "src/core/checks.h"
 #include "src/core/debug.h"
-#include "src/core/params.h"
 
 namespace chorus {
 namespace {
@@ -94,14 +93,6 @@ chorusResult_t findInterfaceAddr(const std::string& specText, SockAddr* out,
   if (ifname) *ifname = best->ifa_name;
   freeifaddrs(list);
   *out = a;
-  return chorusSuccess;
-}
-
-chorusResult_t bootstrapInterfaceAddr(SockAddr* out, std::string* ifname) {
-  std::string name;
-  CHORUS_CHECK(findInterfaceAddr(paramString(Param::SocketIfname), out, &name));
-  CHORUS_TRACE(kLogBootstrap, "bootstrap interface %s %s", name.c_str(), out->str().c_str());
-  if (ifname) *ifname = name;
   return chorusSuccess;
 }
 

@@ -1,9 +1,10 @@
 // registry.cc — the built-in transports, in order of preference for a peer pair.
+#include "transports/registry/registry.h"
+
 #include "config.h"
 #include "transports/rdma/transport.h"
 #include "transports/shm/transport.h"
 #include "transports/tcp/transport.h"
-#include "transports/transport.h"
 
 namespace chorus {
 

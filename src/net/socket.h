@@ -1,5 +1,6 @@
-// socket.h — the small socket layer under the bootstrap: an owning fd, an address, and
-// blocking-with-deadline operations built on non-blocking sockets and poll().
+// socket.h — the small socket layer under the bootstrap and the network transports: an
+// owning fd, an address, and blocking-with-deadline operations built on non-blocking
+// sockets and poll().
 //
 // Every socket is non-blocking and close-on-exec; TCP sockets get TCP_NODELAY. Every wait
 // takes an absolute CLOCK_MONOTONIC deadline (ns) and an optional abort fd (an eventfd
