@@ -8,6 +8,7 @@
 #include <string>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/secret.h"
 #include "src/comm/hostid.h"
 #include "src/comm/hostlist.h"
 #include "src/core/checks.h"
