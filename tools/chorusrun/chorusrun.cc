@@ -3,7 +3,8 @@
 //
 // Shape of the program:
 //   1. parse options (options.cc; hosts and the rank mapping in hosts.cc), make
-//      a random secret, and either pick a free port for rank 0 (no hosts given:
+//      a random secret (src/bootstrap/launcher.h, the library's one window
+//      here), and either pick a free port for rank 0 (no hosts given:
 //      rank 0 serves the bootstrap root) or serve the root here (hosts given:
 //      rank 0 may be anywhere, so chorusrun serves it and says so with
 //      CHORUS_INIT_SERVED=1);
@@ -29,7 +30,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,9 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "src/bootstrap/bootstrap.h"
-#include "src/bootstrap/root.h"
-#include "src/bootstrap/uniqueid.h"
+#include "src/bootstrap/launcher.h"
 #include "tools/chorusrun/hosts.h"
 #include "tools/chorusrun/options.h"
 #include "tools/chorusrun/output.h"
@@ -138,38 +136,7 @@ bool PickFreePort(int* port) {
   return ok;
 }
 
-// 128 random bits from getrandom(), as 32 lowercase hex characters.
-bool MakeSecret(std::string* out) {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    got += static_cast<size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  out->clear();
-  for (unsigned char b : bytes) {
-    out->push_back(kHex[b >> 4]);
-    out->push_back(kHex[b & 15]);
-  }
-  return true;
-}
-
 std::string EnvName(const std::string& entry) { return entry.substr(0, entry.find('=')); }
-
-bool HexToBytes(const std::string& hex, uint8_t out[16]) {
-  if (hex.size() != 32) return false;
-  for (int i = 0; i < 16; ++i) {
-    unsigned v = 0;
-    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
-    out[i] = static_cast<uint8_t>(v);
-  }
-  return true;
-}
 
 // The parts of the environment shared by all ranks: the launcher's own
 // environment, minus every variable chorusrun sets, plus those settings.
@@ -340,8 +307,8 @@ bool Launcher::Setup() {
   };
   if (!exported("CHORUS_SECRET")) {
     std::string secret;
-    if (!MakeSecret(&secret)) {
-      Message("getrandom: %s", std::strerror(errno));
+    if (chorus::launcherNewSecret(&secret) != chorusSuccess) {
+      Message("cannot make the job secret (see the message above)");
       return false;
     }
     settings.push_back({"CHORUS_SECRET", secret});
@@ -458,24 +425,12 @@ bool Launcher::StartRoot(std::vector<EnvSetting>* settings) {
   for (const EnvSetting& st : opts_.exports) {
     if (st.name == "CHORUS_SECRET") secret_hex = st.value;  // -x wins, as in the environment
   }
-  uint8_t key[16];
-  if (!HexToBytes(secret_hex, key)) {
-    Message("internal error: no usable CHORUS_SECRET for the bootstrap root");
-    return false;
-  }
-  chorusUniqueId id;
-  const int64_t deadline = chorus::monotonicNs() + 365ll * 24 * 3600 * 1000000000ll;
-  if (chorus::bootstrapStartRoot(ra.bind_host.c_str(), 0, key, deadline, &id) != chorusSuccess) {
+  int port = 0;
+  if (chorus::launcherServeRoot(ra.bind_host, secret_hex, &port) != chorusSuccess) {
     Message("cannot serve the bootstrap root on %s (see the message above)", ra.bind_host.c_str());
     return false;
   }
-  chorus::SockAddr addr;
-  uint8_t ignored[16];
-  if (chorus::decodeUniqueId(id, &addr, ignored) != chorusSuccess || addr.port() <= 0) {
-    Message("internal error: the bootstrap root reported no port");
-    return false;
-  }
-  settings->push_back({"CHORUS_INIT", "tcp://" + ra.url_host + ":" + std::to_string(addr.port())});
+  settings->push_back({"CHORUS_INIT", "tcp://" + ra.url_host + ":" + std::to_string(port)});
   settings->push_back({"CHORUS_INIT_SERVED", "1"});
   return true;
 }
