@@ -17,6 +17,11 @@ chorusResult_t launcherNewSecret(std::string* hex) {
   return chorusSuccess;
 }
 
+bool launcherSecretValid(const std::string& hex) {
+  uint8_t ignored[16];
+  return parseSecretHex(hex, ignored);
+}
+
 chorusResult_t launcherServeRoot(const std::string& bindHost, const std::string& secretHex,
                                  int* port) {
   uint8_t key[16];

@@ -18,6 +18,10 @@ namespace chorus {
 /// (32 lowercase hex digits). On failure the warning already says why.
 chorusResult_t launcherNewSecret(std::string* hex);
 
+/// Whether `hex` is a job secret as CHORUS_SECRET spells it (32 hex digits, either case):
+/// what the ranks and launcherServeRoot will accept.
+bool launcherSecretValid(const std::string& hex);
+
 /// Serves the bootstrap root of one job from this process: a detached thread listening on
 /// `bindHost` (an address; the kernel picks the port) that admits only connections
 /// presenting `secretHex` (CHORUS_SECRET's 32 hex digits) and ends once it has served the

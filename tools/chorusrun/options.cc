@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/bootstrap/launcher.h"
+
 namespace chorusrun {
 
 const char* const kRankVars[kNumRankVars] = {"CHORUS_RANK", "CHORUS_WORLD_SIZE",
@@ -43,17 +45,6 @@ bool ValidEnvName(const std::string& name) {
     bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
     bool digit = c >= '0' && c <= '9';
     if (!(alpha || (i > 0 && digit))) return false;
-  }
-  return true;
-}
-
-// The bootstrap reads CHORUS_SECRET as 128 bits in hex; catch a bad one here
-// rather than in every rank.
-bool ValidSecret(const std::string& s) {
-  if (s.size() != 32) return false;
-  for (char c : s) {
-    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (!hex) return false;
   }
   return true;
 }
@@ -186,7 +177,9 @@ ParseResult ParseOptions(int argc, char** argv, Options* out) {
       }
       if (eq != std::string::npos) {
         std::string value = v.substr(eq + 1);
-        if (var == "CHORUS_SECRET" && !ValidSecret(value)) {
+        // The bootstrap reads CHORUS_SECRET as 128 bits in hex; catch a bad one here
+        // rather than in every rank.
+        if (var == "CHORUS_SECRET" && !chorus::launcherSecretValid(value)) {
           return UsageError("-x CHORUS_SECRET must be 32 hexadecimal digits");
         }
         opts.exports.push_back({var, value});
