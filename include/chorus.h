@@ -181,10 +181,31 @@ CHORUS_API chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const
 
 /** Finds rank, size and rendezvous from the environment, in this order:
  *  CHORUS_RANK/CHORUS_WORLD_SIZE (chorusrun), RANK/WORLD_SIZE (torchrun),
- *  OMPI_COMM_WORLD_RANK/SIZE (Open MPI), SLURM_PROCID/SLURM_NTASKS (Slurm);
+ *  OMPI_COMM_WORLD_RANK/SIZE (Open MPI), PMI_RANK/PMI_SIZE (PMI),
+ *  SLURM_PROCID/SLURM_NTASKS (Slurm) (chorusGetLaunchInfo tells which, joining nothing);
  *  the rendezvous is CHORUS_INIT=tcp://host:port | file:///path, else
  *  MASTER_ADDR/MASTER_PORT, else a file keyed by the launcher's job id (one host). */
 CHORUS_API chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm, chorusConfig_t* config);
+
+/** Which launcher started this process, and its place in the job, read from the
+ *  environment exactly as chorusCommInitFromEnv reads it; creates nothing, contacts no one.
+ *  For programs that run either under a launcher or alone (nccl-tests style):
+ *
+ *    const char* launcher; int rank, nranks;
+ *    if (chorusGetLaunchInfo(&launcher, &rank, &nranks) != chorusSuccess) ...error...
+ *    if (launcher) chorusCommInitFromEnv(&comm, NULL);             (rank of nranks)
+ *    else { chorusGetUniqueId(&id); chorusCommInitRank(&comm, 1, id, 0); }  (alone)
+ *
+ *  A launcher started the process when one of these rank variables is set, tried in this
+ *  order: CHORUS_RANK (chorusrun), RANK (torchrun), OMPI_COMM_WORLD_RANK (Open MPI),
+ *  PMI_RANK (PMI), SLURM_PROCID (Slurm). Then *launcher is its name ("chorusrun",
+ *  "torchrun", "Open MPI", "PMI", "Slurm"; static storage) and *rank / *nranks come from
+ *  the first pair with either variable set (CHORUS_WORLD_SIZE, WORLD_SIZE,
+ *  OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS). With none of the rank variables set:
+ *  chorusSuccess, *launcher = NULL, *rank = 0, *nranks = 1. A rank or size that is not a
+ *  number, or a rank outside the size: chorusInvalidArgument (chorusGetLastError(NULL)
+ *  names the variables). Any of the pointers may be NULL. */
+CHORUS_API chorusResult_t chorusGetLaunchInfo(const char** launcher, int* rank, int* nranks);
 
 /** Collective over comm: ranks with the same color form a new communicator, ordered by
  *  key then by old rank. color CHORUS_SPLIT_NOCOLOR gives *newcomm = NULL. */

@@ -1,6 +1,7 @@
 #include "perf/launch_init.h"
 
 #include <cstdlib>
+#include <cstring>
 
 #ifdef CHORUS_LAUNCH_WITH_MPI
 #include <mpi.h>
@@ -9,18 +10,12 @@
 namespace perf {
 namespace {
 
+#ifdef CHORUS_LAUNCH_WITH_MPI
 bool envSet(const char* name) {
   const char* v = std::getenv(name);
   return v && *v;
 }
 
-// The launchers chorusCommInitFromEnv understands, with the variables that carry a rank.
-bool launchedByAnyone() {
-  return envSet("CHORUS_RANK") || envSet("RANK") || envSet("OMPI_COMM_WORLD_RANK") ||
-         envSet("PMI_RANK") || envSet("SLURM_PROCID");
-}
-
-#ifdef CHORUS_LAUNCH_WITH_MPI
 bool startedMpi = false;  // process-wide by nature: MPI itself is per process
 
 chorusResult_t mpiInit(chorusComm_t* comm, int* argc, char*** argv) {
@@ -48,22 +43,26 @@ chorusResult_t mpiInit(chorusComm_t* comm, int* argc, char*** argv) {
 chorusResult_t launchInit(chorusComm_t* comm, int* argc, char*** argv, const char** how) {
   (void)argc;
   (void)argv;
+  // Which launcher started us comes from the library (the table chorusCommInitFromEnv reads).
+  const char* launcher = nullptr;
+  chorusResult_t r = chorusGetLaunchInfo(&launcher, nullptr, nullptr);
+  if (r != chorusSuccess) return r;
 #ifdef CHORUS_LAUNCH_WITH_MPI
-  // mpirun gives ranks but no meeting point; MPI itself is the meeting point.
-  if (envSet("OMPI_COMM_WORLD_SIZE") && !envSet("CHORUS_INIT") && !envSet("MASTER_ADDR") &&
-      !envSet("CHORUS_RANK")) {
+  // mpirun gives ranks but no meeting point; unless one is given, MPI itself is it.
+  if (launcher && std::strcmp(launcher, "Open MPI") == 0 && !envSet("CHORUS_INIT") &&
+      !envSet("MASTER_ADDR")) {
     *how = "mpi";
     return mpiInit(comm, argc, argv);
   }
 #endif
-  if (launchedByAnyone()) {
+  if (launcher) {
     *how = "env";
     return chorusCommInitFromEnv(comm, nullptr);
   }
   // No launcher: run alone (like nccl-tests on one GPU).
   *how = "single";
   chorusUniqueId id;
-  chorusResult_t r = chorusGetUniqueId(&id);
+  r = chorusGetUniqueId(&id);
   if (r != chorusSuccess) return r;
   return chorusCommInitRank(comm, 1, id, 0);
 }

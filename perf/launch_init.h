@@ -1,11 +1,14 @@
-// launch_init.h — how a Chorus program started by any launcher becomes one communicator.
+// launch_init.h — how a perf binary or multi-process test started by any launcher becomes
+// one communicator.
 //
-// Shared by the perf binaries and the multi-process tests. The environment route
-// (chorusCommInitFromEnv: chorusrun, torchrun variables, Slurm's srun, CHORUS_INIT) comes
-// first. Under Open MPI's mpirun with no CHORUS_INIT there is no address to meet at, so a
-// build with the optional MPI dependency (-Dmpi, like nccl-tests' MPI=1) lets MPI carry the
-// unique id: MPI_Init, rank 0 makes the id, MPI_Bcast, chorusCommInitRank. Without MPI the
-// environment route still works on one host (it meets in a file named after the job).
+// Whether and which launcher started the process is the library's answer
+// (chorusGetLaunchInfo, the table chorusCommInitFromEnv reads: chorusrun, torchrun, Open MPI,
+// PMI, Slurm); the environment route (chorusCommInitFromEnv) then joins the job, and with no
+// launcher the process runs alone. What is perf's own: under Open MPI's mpirun with no
+// CHORUS_INIT or MASTER_ADDR there is no address to meet at, so a build with the optional MPI
+// dependency (-Dmpi, like nccl-tests' MPI=1) lets MPI carry the unique id: MPI_Init, rank 0
+// makes the id, MPI_Bcast, chorusCommInitRank. Without MPI the environment route still works
+// on one host (it meets in a file named after the job).
 #pragma once
 
 #include <chorus.h>

@@ -4,12 +4,30 @@
 #include <stdexcept>
 #include <string>
 
-#include "perf/launch_init.h"
-
 namespace trainer {
+namespace {
 
-Comm::Comm(int* argc, char*** argv) {
-  chorusResult_t r = perf::launchInit(&comm_, argc, argv, &how_);
+// Under a launcher (chorusGetLaunchInfo: the library's own table) the environment route
+// joins the job; without one the trainer runs alone.
+chorusResult_t join(chorusComm_t* comm, const char** how) {
+  const char* launcher = nullptr;
+  chorusResult_t r = chorusGetLaunchInfo(&launcher, nullptr, nullptr);
+  if (r != chorusSuccess) return r;
+  if (launcher) {
+    *how = "env";
+    return chorusCommInitFromEnv(comm, nullptr);
+  }
+  *how = "single";
+  chorusUniqueId id;
+  r = chorusGetUniqueId(&id);
+  if (r != chorusSuccess) return r;
+  return chorusCommInitRank(comm, 1, id, 0);
+}
+
+}  // namespace
+
+Comm::Comm() {
+  chorusResult_t r = join(&comm_, &how_);
   if (r != chorusSuccess)
     throw std::runtime_error(std::string("joining the job failed: ") + chorusGetErrorString(r) +
                              " (" + chorusGetLastError(nullptr) + ")");
@@ -24,7 +42,6 @@ Comm::~Comm() {
     chorusCommFinalize(comm_);
     chorusCommDestroy(comm_);
   }
-  perf::launchFinalize();
 }
 
 void Comm::check(chorusResult_t r, const char* what) {

@@ -17,16 +17,16 @@ namespace trainer {
 
 class Comm {
  public:
-  /// Joins the job the way the perf binaries do (perf/launch_init.h): chorusrun, torchrun,
-  /// Slurm or CHORUS_INIT variables, MPI under mpirun, or alone.
-  Comm(int* argc, char*** argv);
+  /// Joins the job: under a launcher (chorusGetLaunchInfo: chorusrun, torchrun, mpirun,
+  /// Slurm) through chorusCommInitFromEnv, else alone.
+  Comm();
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  /// How the communicator was formed ("env", "mpi", "single").
+  /// How the communicator was formed ("env", "single").
   const char* how() const { return how_; }
 
   /// Queues an in-place all-reduce; `buf` must not be touched until wait().

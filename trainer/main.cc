@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(opts.threads);
   torch::set_num_interop_threads(1);
   try {
-    trainer::Comm comm(&argc, &argv);
+    trainer::Comm comm;
     trainer::train(opts, comm);
   } catch (const std::exception& e) {
     // A failed rank must not leave the others waiting: exit at once; the launcher stops

@@ -163,6 +163,17 @@ CHORUS_API chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm, chorusConfig
   return r;
 }
 
+CHORUS_API chorusResult_t chorusGetLaunchInfo(const char** launcher, int* rank, int* nranks) {
+  clearThreadLastError();
+  const char* name = nullptr;
+  int r = 0, n = 1;
+  CHORUS_CHECK(launchFromEnv(&name, &r, &n));
+  if (launcher) *launcher = name;
+  if (rank) *rank = r;
+  if (nranks) *nranks = n;
+  return chorusSuccess;
+}
+
 static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config) {
   clearThreadLastError();

@@ -1,8 +1,6 @@
 #include "src/bootstrap/uniqueid.h"
 
-#include <errno.h>
 #include <netdb.h>
-#include <sys/random.h>
 
 #include <cstdio>
 #include <cstring>
@@ -37,19 +35,6 @@ chorusResult_t decodeUniqueId(const chorusUniqueId& id, SockAddr* root, uint8_t*
     CHORUS_FAIL(chorusInvalidArgument, "unique id holds a malformed root address (%u bytes)",
                 d.addrLen);
   memcpy(secret, d.secret, kSecretBytes);
-  return chorusSuccess;
-}
-
-chorusResult_t randomSecret(uint8_t* secret) {
-  size_t got = 0;
-  while (got < kSecretBytes) {
-    ssize_t n = getrandom(secret + got, kSecretBytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      CHORUS_FAIL(chorusSystemError, "getrandom: %s", strerror(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
   return chorusSuccess;
 }
 

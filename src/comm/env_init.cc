@@ -8,6 +8,7 @@
 #include <string>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/secret.h"
 #include "src/comm/hostid.h"
 #include "src/comm/hostlist.h"
 #include "src/core/checks.h"
@@ -33,33 +34,41 @@ bool parseNonNeg(const char* s, int* out) {
   return true;
 }
 
-chorusResult_t findRankAndSize(EnvRendezvous* rv) {
-  static const struct {
-    const char* rank;
-    const char* size;
-    const char* source;
-  } kLaunchers[] = {
-      {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "chorusrun"},
-      {"RANK", "WORLD_SIZE", "torchrun"},
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
-      {"PMI_RANK", "PMI_SIZE", "PMI"},
-      {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
-  };
+// The launchers, each with the variables that carry this process's rank and the job's size,
+// in the order they are tried. chorusGetLaunchInfo and chorusCommInitFromEnv both read them
+// here: programs and launchers take the list from this one place.
+struct LauncherVars {
+  const char* rank;
+  const char* size;
+  const char* name;
+};
+constexpr LauncherVars kLaunchers[] = {
+    {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "chorusrun"},
+    {"RANK", "WORLD_SIZE", "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+    {"PMI_RANK", "PMI_SIZE", "PMI"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
+};
+
+// The first launcher whose rank or size variable is set; its rank and size must then be
+// valid. `api` names the caller in messages.
+chorusResult_t findRankAndSize(const char* api, const LauncherVars** found, int* rank,
+                               int* nranks) {
   for (const auto& l : kLaunchers) {
     const char* r = env(l.rank);
     const char* s = env(l.size);
     if (!r && !s) continue;
-    if (!parseNonNeg(r, &rv->rank) || !parseNonNeg(s, &rv->nranks) || rv->nranks < 1 ||
-        rv->rank >= rv->nranks)
-      CHORUS_FAIL(chorusInvalidArgument, "chorusCommInitFromEnv: %s=%s %s=%s is not a valid rank/size",
+    if (!parseNonNeg(r, rank) || !parseNonNeg(s, nranks) || *nranks < 1 || *rank >= *nranks)
+      CHORUS_FAIL(chorusInvalidArgument, "%s: %s=%s %s=%s is not a valid rank/size", api,
                   l.rank, r ? r : "(unset)", l.size, s ? s : "(unset)");
-    rv->source = l.source;
+    *found = &l;
     return chorusSuccess;
   }
   CHORUS_FAIL(chorusInvalidUsage,
-              "chorusCommInitFromEnv: no rank/size in the environment (expected CHORUS_RANK/"
+              "%s: no rank/size in the environment (expected CHORUS_RANK/"
               "CHORUS_WORLD_SIZE from chorusrun, RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/SIZE or "
-              "SLURM_PROCID/SLURM_NTASKS)");
+              "SLURM_PROCID/SLURM_NTASKS)",
+              api);
 }
 
 chorusResult_t secretFor(const std::string& where, int nranks, uint8_t secret[16]) {
@@ -156,8 +165,27 @@ chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
 
 }  // namespace
 
+chorusResult_t launchFromEnv(const char** launcher, int* rank, int* nranks) {
+  // A launcher started us when one of its rank variables is set. A size alone is not one
+  // (salloc's shell has SLURM_NTASKS but no SLURM_PROCID): that process runs alone.
+  bool anyRank = false;
+  for (const auto& l : kLaunchers) anyRank = anyRank || env(l.rank) != nullptr;
+  if (!anyRank) {
+    *launcher = nullptr;
+    *rank = 0;
+    *nranks = 1;
+    return chorusSuccess;
+  }
+  const LauncherVars* found = nullptr;
+  CHORUS_CHECK(findRankAndSize("chorusGetLaunchInfo", &found, rank, nranks));
+  *launcher = found->name;
+  return chorusSuccess;
+}
+
 chorusResult_t rendezvousFromEnv(EnvRendezvous* rv) {
-  CHORUS_CHECK(findRankAndSize(rv));
+  const LauncherVars* found = nullptr;
+  CHORUS_CHECK(findRankAndSize("chorusCommInitFromEnv", &found, &rv->rank, &rv->nranks));
+  rv->source = found->name;
   std::string init = paramString(Param::Init);
   if (init.empty() && env("MASTER_ADDR") && env("MASTER_PORT"))
     init = std::string("tcp://") + env("MASTER_ADDR") + ":" + env("MASTER_PORT");

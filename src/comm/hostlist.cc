@@ -96,22 +96,4 @@ bool parseHostPort(const std::string& hostport, std::string* host, int* port,
   return true;
 }
 
-bool parseSecretHex(const std::string& hex, unsigned char out[16]) {
-  if (hex.size() != 32) return false;
-  for (size_t i = 0; i < 16; ++i) {
-    int v = 0;
-    for (size_t j = 0; j < 2; ++j) {
-      const char c = hex[2 * i + j];
-      int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-      else return false;
-      v = v * 16 + d;
-    }
-    out[i] = static_cast<unsigned char>(v);
-  }
-  return true;
-}
-
 }  // namespace chorus

@@ -1,6 +1,6 @@
 // hostlist.h — the rendezvous strings of the environment, parsed by pure functions (so
-// they can be fuzzed, tests/fuzz): Slurm's compressed host lists ("node[01-03,7],login1"),
-// host:port addresses and CHORUS_SECRET's hex.
+// they can be fuzzed, tests/fuzz): Slurm's compressed host lists ("node[01-03,7],login1")
+// and host:port addresses. CHORUS_SECRET's hex is src/bootstrap/secret.h.
 #pragma once
 
 #include <string>
@@ -19,8 +19,5 @@ bool expandHostList(const std::string& list, std::vector<std::string>* out,
 /// the port must be a decimal number in 1..65535. On failure returns false and `*why`.
 bool parseHostPort(const std::string& hostport, std::string* host, int* port,
                    const char** why);
-
-/// Parses exactly 32 hexadecimal digits into 16 bytes.
-bool parseSecretHex(const std::string& hex, unsigned char out[16]);
 
 }  // namespace chorus

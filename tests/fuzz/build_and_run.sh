@@ -31,14 +31,16 @@ fi
 
 FLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I$SRC/include -I$SRC"
+CORE="src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
 BOOT="src/bootstrap/wire.cc src/net/socket.cc src/bootstrap/uniqueid.cc
-  src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
+  src/bootstrap/secret.cc $CORE"
 
 sources() {
   case $1 in
     boot_handshake|boot_ids) echo "$BOOT" ;;
     tcp_wire) echo "" ;;
-    hostlist|rendezvous) echo "src/comm/hostlist.cc" ;;
+    hostlist) echo "src/comm/hostlist.cc" ;;
+    rendezvous) echo "src/comm/hostlist.cc src/bootstrap/secret.cc $CORE" ;;
     *) echo "unknown target $1" >&2; exit 2 ;;
   esac
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "src/bootstrap/secret.h"
 #include "src/comm/hostlist.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (why == nullptr || *why == '\0') {
     __builtin_trap();
   }
-  unsigned char secret[16];
+  uint8_t secret[16];
   if (chorus::parseSecretHex(s, secret) && s.size() != 32) __builtin_trap();
   return 0;
 }

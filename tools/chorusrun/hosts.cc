@@ -17,7 +17,7 @@ namespace {
 // Slots one host may declare; the job as a whole is capped at kMaxRanks anyway.
 constexpr int kMaxSlots = kMaxRanks;
 
-bool ParseSlots(const std::string& text, int* out) {
+bool parseSlots(const std::string& text, int* out) {
   if (text.empty() || text.size() > 9) return false;
   for (char c : text) {
     if (c < '0' || c > '9') return false;
@@ -31,7 +31,7 @@ bool ParseSlots(const std::string& text, int* out) {
 // A host name goes to the launch agent as one argument: no whitespace or
 // control characters, not empty, and not starting with '-' (an agent such as
 // ssh would take it for an option).
-bool ValidHostName(const std::string& name, std::string* why) {
+bool validHostName(const std::string& name, std::string* why) {
   if (name.empty()) {
     *why = "empty host name";
     return false;
@@ -50,7 +50,7 @@ bool ValidHostName(const std::string& name, std::string* why) {
   return true;
 }
 
-std::string Trim(const std::string& s) {
+std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
   while (b < e && (s[b] == ' ' || s[b] == '\t' || s[b] == '\r')) ++b;
   while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) --e;
@@ -59,7 +59,7 @@ std::string Trim(const std::string& s) {
 
 }  // namespace
 
-bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::string* err) {
+bool parseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::string* err) {
   if (text.empty()) {
     *err = "empty host list for -H";
     return false;
@@ -72,7 +72,7 @@ bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     HostSpec h;
     std::string slots;
-    bool has_slots = false;
+    bool hasSlots = false;
     if (!item.empty() && item[0] == '[') {  // [v6] or [v6]:N
       size_t close = item.find(']');
       if (close == std::string::npos) {
@@ -87,7 +87,7 @@ bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
           return false;
         }
         slots = rest.substr(1);
-        has_slots = true;
+        hasSlots = true;
       }
     } else {
       size_t colon = item.find(':');
@@ -98,15 +98,15 @@ bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
       h.name = item.substr(0, colon);
       if (colon != std::string::npos) {
         slots = item.substr(colon + 1);
-        has_slots = true;
+        hasSlots = true;
       }
     }
     std::string why;
-    if (!ValidHostName(h.name, &why)) {
+    if (!validHostName(h.name, &why)) {
       *err = why + " in -H '" + text + "'";
       return false;
     }
-    if (has_slots && !ParseSlots(slots, &h.slots)) {
+    if (hasSlots && !parseSlots(slots, &h.slots)) {
       *err = "invalid slot count '" + slots + "' for host '" + h.name + "' (expected 1.." +
              std::to_string(kMaxSlots) + ")";
       return false;
@@ -116,7 +116,7 @@ bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
   return true;
 }
 
-bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::string* err) {
+bool parseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::string* err) {
   std::ifstream in(path);
   if (!in) {
     *err = "cannot read hostfile '" + path + "': " + std::strerror(errno);
@@ -129,7 +129,7 @@ bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::s
     ++lineno;
     size_t hash = line.find('#');
     if (hash != std::string::npos) line.resize(hash);
-    line = Trim(line);
+    line = trim(line);
     if (line.empty()) continue;
     // "slots = 4" is accepted as well as "slots=4": glue '=' to its neighbours first.
     std::string glued;
@@ -152,7 +152,7 @@ bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::s
       h.name = h.name.substr(1, h.name.size() - 2);
     }
     std::string why;
-    if (!ValidHostName(h.name, &why)) {
+    if (!validHostName(h.name, &why)) {
       *err = where + why;
       return false;
     }
@@ -161,14 +161,14 @@ bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::s
       std::string key = word.substr(0, eq);
       std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
       if (key == "slots") {
-        if (!ParseSlots(value, &h.slots)) {
+        if (!parseSlots(value, &h.slots)) {
           *err = where + "invalid slot count '" + value + "' (expected slots=1.." +
                  std::to_string(kMaxSlots) + ")";
           return false;
         }
       } else if (key == "max_slots" || key == "max-slots") {
         int ignored = 0;
-        if (!ParseSlots(value, &ignored)) {
+        if (!parseSlots(value, &ignored)) {
           *err = where + "invalid " + key + " '" + value + "'";
           return false;
         }
@@ -190,30 +190,30 @@ bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::s
   return true;
 }
 
-bool IsLocalHostName(const std::string& name) {
+bool isLocalHostName(const std::string& name) {
   if (name == "localhost" || name == "127.0.0.1" || name == "::1") return true;
   char buf[HOST_NAME_MAX + 2] = {};
   if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return false;
   std::string self(buf);
   if (name == self) return true;
-  std::string self_short = self.substr(0, self.find('.'));
-  std::string name_short = name.substr(0, name.find('.'));
+  std::string selfShort = self.substr(0, self.find('.'));
+  std::string nameShort = name.substr(0, name.find('.'));
   // "node1" matches "node1.example.org" and the reverse, but only when one of
   // the two is unqualified (two different FQDNs never match), and never for
   // numeric addresses.
   bool numeric = name.find_first_not_of("0123456789.") == std::string::npos;
-  bool one_short = name.find('.') == std::string::npos || self.find('.') == std::string::npos;
-  return !numeric && one_short && name_short == self_short;
+  bool oneShort = name.find('.') == std::string::npos || self.find('.') == std::string::npos;
+  return !numeric && oneShort && nameShort == selfShort;
 }
 
-std::vector<HostSpec> MergeHosts(const std::vector<HostSpec>& hosts) {
+std::vector<HostSpec> mergeHosts(const std::vector<HostSpec>& hosts) {
   std::vector<HostSpec> merged;
-  int local_index = -1;
+  int localIndex = -1;
   for (const HostSpec& h : hosts) {
-    bool local = IsLocalHostName(h.name);
+    bool local = isLocalHostName(h.name);
     int found = -1;
     if (local) {
-      found = local_index;
+      found = localIndex;
     } else {
       for (size_t i = 0; i < merged.size(); ++i) {
         if (merged[i].name == h.name) found = static_cast<int>(i);
@@ -226,13 +226,13 @@ std::vector<HostSpec> MergeHosts(const std::vector<HostSpec>& hosts) {
     }
     HostSpec copy = h;
     copy.local = local;
-    if (local) local_index = static_cast<int>(merged.size());
+    if (local) localIndex = static_cast<int>(merged.size());
     merged.push_back(copy);
   }
   return merged;
 }
 
-int TotalSlots(const std::vector<HostSpec>& hosts) {
+int totalSlots(const std::vector<HostSpec>& hosts) {
   long total = 0;
   for (const HostSpec& h : hosts) {
     total += h.slots;
@@ -241,10 +241,10 @@ int TotalSlots(const std::vector<HostSpec>& hosts) {
   return static_cast<int>(total);
 }
 
-bool MapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
-              std::vector<Placement>* placements, std::vector<int>* local_sizes,
+bool mapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
+              std::vector<Placement>* placements, std::vector<int>* localSizes,
               std::string* err) {
-  const int total = TotalSlots(hosts);
+  const int total = totalSlots(hosts);
   if (hosts.empty() || total < 1) {
     *err = "no hosts to run on";
     return false;
@@ -263,7 +263,7 @@ bool MapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
   }
   // The slot list is never materialised: walk the hosts' slot ranges instead.
   placements->assign(static_cast<size_t>(np), Placement{});
-  local_sizes->assign(hosts.size(), 0);
+  localSizes->assign(hosts.size(), 0);
   for (int r = 0; r < np; ++r) {
     int slot = r % total;
     int h = 0;
@@ -272,7 +272,7 @@ bool MapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
       ++h;
     }
     (*placements)[r].host = h;
-    (*placements)[r].local_rank = (*local_sizes)[h]++;
+    (*placements)[r].localRank = (*localSizes)[h]++;
   }
   return true;
 }

@@ -16,36 +16,36 @@ struct HostSpec {
 
 // Where one rank runs.
 struct Placement {
-  int host = 0;        // index into the host list (also CHORUS_NODE_RANK)
-  int local_rank = 0;  // rank among the ranks of that host, in global rank order
+  int host = 0;       // index into the host list (also CHORUS_NODE_RANK)
+  int localRank = 0;  // rank among the ranks of that host, in global rank order
 };
 
 // Parses one -H value: "a,b:2,[fe80::1]:4,a" (slots default 1). Appends to
 // `hosts` in order; false with `err` set on a malformed entry.
-bool ParseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::string* err);
+bool parseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::string* err);
 
 // Reads an Open MPI style hostfile: "host [slots=N] [max_slots=N]" per line,
 // '#' starts a comment, blank lines are skipped. max_slots / max-slots are
 // accepted and ignored.
-bool ParseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::string* err);
+bool parseHostfile(const std::string& path, std::vector<HostSpec>* hosts, std::string* err);
 
 // True for "localhost", "127.0.0.1", "::1" and this machine's hostname (also
 // its short form, the part before the first dot).
-bool IsLocalHostName(const std::string& name);
+bool isLocalHostName(const std::string& name);
 
 // Merges repeated names (their slots add up, the first position is kept) and
 // all names of this machine into one entry (the first local name seen), and
 // sets HostSpec::local.
-std::vector<HostSpec> MergeHosts(const std::vector<HostSpec>& hosts);
+std::vector<HostSpec> mergeHosts(const std::vector<HostSpec>& hosts);
 
 // Maps np ranks onto the slots of `hosts` by slot: host 0's slots first, then
 // host 1's, ... When np exceeds the total number of slots and `oversubscribe`
 // is set, the slot list is repeated (rank r takes slot r mod total); without
-// it that is an error. `local_sizes` gets the number of ranks per host.
-bool MapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
-              std::vector<Placement>* placements, std::vector<int>* local_sizes,
+// it that is an error. `localSizes` gets the number of ranks per host.
+bool mapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
+              std::vector<Placement>* placements, std::vector<int>* localSizes,
               std::string* err);
 
-int TotalSlots(const std::vector<HostSpec>& hosts);
+int totalSlots(const std::vector<HostSpec>& hosts);
 
 }  // namespace chorusrun

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/bootstrap/launcher.h"
+
 namespace chorusrun {
 
 const char* const kRankVars[kNumRankVars] = {"CHORUS_RANK", "CHORUS_WORLD_SIZE",
@@ -13,7 +15,7 @@ const char* const kRankVars[kNumRankVars] = {"CHORUS_RANK", "CHORUS_WORLD_SIZE",
 
 namespace {
 
-bool ParseRankCount(const std::string& text, int* out) {
+bool parseRankCount(const std::string& text, int* out) {
   if (text.empty()) return false;
   for (char c : text) {
     if (c < '0' || c > '9') return false;
@@ -26,7 +28,7 @@ bool ParseRankCount(const std::string& text, int* out) {
   return true;
 }
 
-bool ParseSeconds(const std::string& text, double* out) {
+bool parseSeconds(const std::string& text, double* out) {
   if (text.empty()) return false;
   errno = 0;
   char* end = nullptr;
@@ -36,7 +38,7 @@ bool ParseSeconds(const std::string& text, double* out) {
   return true;
 }
 
-bool ValidEnvName(const std::string& name) {
+bool validEnvName(const std::string& name) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
@@ -47,18 +49,7 @@ bool ValidEnvName(const std::string& name) {
   return true;
 }
 
-// The bootstrap reads CHORUS_SECRET as 128 bits in hex; catch a bad one here
-// rather than in every rank.
-bool ValidSecret(const std::string& s) {
-  if (s.size() != 32) return false;
-  for (char c : s) {
-    bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (!hex) return false;
-  }
-  return true;
-}
-
-ParseResult UsageError(std::string msg) {
+ParseResult usageError(std::string msg) {
   ParseResult r;
   r.status = ParseStatus::kUsageError;
   r.error = std::move(msg);
@@ -67,7 +58,7 @@ ParseResult UsageError(std::string msg) {
 
 }  // namespace
 
-std::string UsageText() {
+std::string usageText() {
   return
       "Usage: chorusrun -np N [options] [--] CMD [ARGS...]\n"
       "       chorusrun [-np N] {-H HOSTS | --hostfile FILE} [options] [--] CMD [ARGS...]\n"
@@ -119,10 +110,10 @@ std::string UsageText() {
       "executable; 2: usage error.\n";
 }
 
-ParseResult ParseOptions(int argc, char** argv, Options* out) {
+ParseResult parseOptions(int argc, char** argv, Options* out) {
   Options opts;
-  std::vector<HostSpec> host_list;  // as given, before merging
-  bool have_H = false, have_hostfile = false;
+  std::vector<HostSpec> hostList;  // as given, before merging
+  bool haveH = false, haveHostfile = false;
   int i = 1;
   // Options end at the first argument that does not start with '-' (CMD), or at "--".
   while (i < argc) {
@@ -135,59 +126,61 @@ ParseResult ParseOptions(int argc, char** argv, Options* out) {
 
     // Split "--opt=value" forms; single-dash options take their value from the next argument.
     std::string name = arg;
-    std::string inline_value;
-    bool has_inline = false;
+    std::string inlineValue;
+    bool hasInline = false;
     if (arg.rfind("--", 0) == 0) {
       size_t eq = arg.find('=');
       if (eq != std::string::npos) {
         name = arg.substr(0, eq);
-        inline_value = arg.substr(eq + 1);
-        has_inline = true;
+        inlineValue = arg.substr(eq + 1);
+        hasInline = true;
       }
     }
-    auto takes_value = [&](std::string* value) -> bool {
-      if (has_inline) {
-        *value = inline_value;
+    auto takesValue = [&](std::string* value) -> bool {
+      if (hasInline) {
+        *value = inlineValue;
         return true;
       }
       if (i + 1 >= argc) return false;
       *value = argv[++i];
       return true;
     };
-    auto no_value = [&]() { return !has_inline; };
+    auto noValue = [&]() { return !hasInline; };
 
     if (name == "-h" || name == "--help") {
-      if (!no_value()) return UsageError("option '" + name + "' takes no value");
+      if (!noValue()) return usageError("option '" + name + "' takes no value");
       ParseResult r;
       r.status = ParseStatus::kHelp;
       return r;
     } else if (name == "--version") {
-      if (!no_value()) return UsageError("option '" + name + "' takes no value");
+      if (!noValue()) return usageError("option '" + name + "' takes no value");
       ParseResult r;
       r.status = ParseStatus::kVersion;
       return r;
     } else if (name == "-np" || name == "-n" || name == "--np") {
       std::string v;
-      if (!takes_value(&v)) return UsageError("option '" + name + "' needs a rank count");
-      if (!ParseRankCount(v, &opts.np)) {
-        return UsageError("invalid rank count '" + v + "' for " + name + " (expected an integer 1.." +
+      if (!takesValue(&v)) return usageError("option '" + name + "' needs a rank count");
+      if (!parseRankCount(v, &opts.np)) {
+        return usageError("invalid rank count '" + v + "' for " + name + " (expected an integer 1.." +
                           std::to_string(kMaxRanks) + ")");
       }
     } else if (name == "-x") {
       std::string v;
-      if (!takes_value(&v)) return UsageError("option '-x' needs VAR or VAR=VALUE");
+      if (!takesValue(&v)) return usageError("option '-x' needs VAR or VAR=VALUE");
       size_t eq = v.find('=');
       std::string var = v.substr(0, eq);
-      if (!ValidEnvName(var)) return UsageError("invalid variable name '" + var + "' for -x");
+      if (!validEnvName(var)) return usageError("invalid variable name '" + var + "' for -x");
       for (const char* reserved : kRankVars) {
         if (var == reserved) {
-          return UsageError("-x cannot set " + var + ": chorusrun sets it for each rank");
+          return usageError("-x cannot set " + var + ": chorusrun sets it for each rank");
         }
       }
       if (eq != std::string::npos) {
         std::string value = v.substr(eq + 1);
-        if (var == "CHORUS_SECRET" && !ValidSecret(value)) {
-          return UsageError("-x CHORUS_SECRET must be 32 hexadecimal digits");
+        // The bootstrap reads CHORUS_SECRET as 128 bits in hex; catch a bad one here
+        // rather than in every rank.
+        if (var == "CHORUS_SECRET" && !chorus::launcherSecretValid(value)) {
+          return usageError("-x CHORUS_SECRET must be 32 hexadecimal digits");
         }
         opts.exports.push_back({var, value});
       } else if (const char* cur = std::getenv(var.c_str())) {
@@ -196,38 +189,38 @@ ParseResult ParseOptions(int argc, char** argv, Options* out) {
         opts.warnings.push_back("-x " + var + ": not set in chorusrun's environment; nothing to forward");
       }
     } else if (name == "--tag-output") {
-      if (!no_value()) return UsageError("option '" + name + "' takes no value");
-      opts.tag_output = true;
+      if (!noValue()) return usageError("option '" + name + "' takes no value");
+      opts.tagOutput = true;
     } else if (name == "--timeout") {
       std::string v;
-      if (!takes_value(&v)) return UsageError("option '--timeout' needs a number of seconds");
-      if (!ParseSeconds(v, &opts.timeout_s)) {
-        return UsageError("invalid --timeout '" + v + "' (expected a positive number of seconds)");
+      if (!takesValue(&v)) return usageError("option '--timeout' needs a number of seconds");
+      if (!parseSeconds(v, &opts.timeoutSeconds)) {
+        return usageError("invalid --timeout '" + v + "' (expected a positive number of seconds)");
       }
     } else if (name == "--wdir") {
       std::string v;
-      if (!takes_value(&v)) return UsageError("option '--wdir' needs a directory");
-      if (v.empty()) return UsageError("option '--wdir' needs a non-empty directory");
+      if (!takesValue(&v)) return usageError("option '--wdir' needs a directory");
+      if (v.empty()) return usageError("option '--wdir' needs a non-empty directory");
       opts.wdir = v;
     } else if (name == "-H" || name == "--host") {
       std::string v, err;
-      if (!takes_value(&v)) return UsageError("option '" + name + "' needs a host list (host[:slots],...)");
-      if (have_hostfile) return UsageError("use either -H or --hostfile, not both");
-      if (!ParseHostList(v, &host_list, &err)) return UsageError(err);
-      have_H = true;
+      if (!takesValue(&v)) return usageError("option '" + name + "' needs a host list (host[:slots],...)");
+      if (haveHostfile) return usageError("use either -H or --hostfile, not both");
+      if (!parseHostList(v, &hostList, &err)) return usageError(err);
+      haveH = true;
     } else if (name == "--hostfile") {
       std::string v, err;
-      if (!takes_value(&v)) return UsageError("option '--hostfile' needs a file name");
-      if (have_hostfile) return UsageError("--hostfile given twice");
-      if (have_H) return UsageError("use either -H or --hostfile, not both");
-      if (!ParseHostfile(v, &host_list, &err)) return UsageError(err);
-      have_hostfile = true;
+      if (!takesValue(&v)) return usageError("option '--hostfile' needs a file name");
+      if (haveHostfile) return usageError("--hostfile given twice");
+      if (haveH) return usageError("use either -H or --hostfile, not both");
+      if (!parseHostfile(v, &hostList, &err)) return usageError(err);
+      haveHostfile = true;
     } else if (name == "--oversubscribe") {
-      if (!no_value()) return UsageError("option '" + name + "' takes no value");
+      if (!noValue()) return usageError("option '" + name + "' takes no value");
       opts.oversubscribe = true;
     } else if (name == "--launch-agent") {
       std::string v;
-      if (!takes_value(&v)) return UsageError("option '--launch-agent' needs a command");
+      if (!takesValue(&v)) return usageError("option '--launch-agent' needs a command");
       std::vector<std::string> words;
       size_t p = 0;
       while (p < v.size()) {
@@ -238,44 +231,44 @@ ParseResult ParseOptions(int argc, char** argv, Options* out) {
         words.push_back(v.substr(b, e - b));
         p = e;
       }
-      if (words.empty()) return UsageError("option '--launch-agent' needs a non-empty command");
-      opts.launch_agent = words;
+      if (words.empty()) return usageError("option '--launch-agent' needs a non-empty command");
+      opts.launchAgent = words;
     } else if (name == "--rendezvous-addr") {
       std::string v;
-      if (!takes_value(&v) || v.empty()) return UsageError("option '--rendezvous-addr' needs an address");
-      opts.rendezvous_addr = v;
+      if (!takesValue(&v) || v.empty()) return usageError("option '--rendezvous-addr' needs an address");
+      opts.rendezvousAddr = v;
     } else {
-      return UsageError("unknown option '" + arg + "'");
+      return usageError("unknown option '" + arg + "'");
     }
     ++i;
   }
 
-  if (have_H && have_hostfile) return UsageError("use either -H or --hostfile, not both");
-  if (!host_list.empty()) {
-    opts.hosts = MergeHosts(host_list);
-    int total = TotalSlots(opts.hosts);
+  if (haveH && haveHostfile) return usageError("use either -H or --hostfile, not both");
+  if (!hostList.empty()) {
+    opts.hosts = mergeHosts(hostList);
+    int total = totalSlots(opts.hosts);
     if (opts.np == 0) {
       if (total > kMaxRanks) {
-        return UsageError("the hosts offer " + std::to_string(total) + " slots, more than the " +
+        return usageError("the hosts offer " + std::to_string(total) + " slots, more than the " +
                           std::to_string(kMaxRanks) + " ranks chorusrun starts at most; give -np");
       }
       opts.np = total;
     }
     std::string err;
-    if (!MapRanks(opts.hosts, opts.np, opts.oversubscribe, &opts.placements, &opts.local_sizes,
+    if (!mapRanks(opts.hosts, opts.np, opts.oversubscribe, &opts.placements, &opts.localSizes,
                   &err)) {
-      return UsageError(err);
+      return usageError(err);
     }
   }
 
-  if (opts.np == 0) return UsageError("missing -np N (the number of ranks to start)");
-  if (i >= argc) return UsageError("missing the command to run");
+  if (opts.np == 0) return usageError("missing -np N (the number of ranks to start)");
+  if (i >= argc) return usageError("missing the command to run");
   for (; i < argc; ++i) opts.command.emplace_back(argv[i]);
-  if (opts.AnyRemote()) {
+  if (opts.anyRemote()) {
     // A remote rank is started as `exec env VAR=VALUE... CMD ARGS` by sh.
     const std::string& cmd = opts.command[0];
     if (cmd.empty() || cmd[0] == '-' || cmd.find('=') != std::string::npos) {
-      return UsageError("a command for remote hosts may not be empty, start with '-' or contain '=': '" +
+      return usageError("a command for remote hosts may not be empty, start with '-' or contain '=': '" +
                         cmd + "'");
     }
   }

@@ -27,8 +27,8 @@ struct EnvSetting {
 
 struct Options {
   int np = 0;                       // number of ranks (>= 1 after a successful parse)
-  bool tag_output = false;          // prefix each output line with "[rank] " ("[rank,host] ")
-  double timeout_s = 0;             // > 0: kill the job after this many seconds
+  bool tagOutput = false;           // prefix each output line with "[rank] " ("[rank,host] ")
+  double timeoutSeconds = 0;        // > 0: kill the job after this many seconds
   std::string wdir;                 // empty: inherit the launcher's directory
   std::vector<EnvSetting> exports;  // from -x, in command-line order (last one wins)
   std::vector<std::string> warnings;  // non-fatal notes to print (e.g. -x of an unset variable)
@@ -38,16 +38,16 @@ struct Options {
   // rank is a local child, exactly as before hosts existed.
   std::vector<HostSpec> hosts;          // merged: one entry per host, in order of appearance
   std::vector<Placement> placements;    // per rank (np entries when hosts is not empty)
-  std::vector<int> local_sizes;         // ranks per host
+  std::vector<int> localSizes;          // ranks per host
   bool oversubscribe = false;
-  std::vector<std::string> launch_agent{"ssh"};  // --launch-agent, split on whitespace
-  std::string rendezvous_addr;          // --rendezvous-addr (empty: found automatically)
+  std::vector<std::string> launchAgent{"ssh"};  // --launch-agent, split on whitespace
+  std::string rendezvousAddr;           // --rendezvous-addr (empty: found automatically)
 
-  bool HostMode() const { return !hosts.empty(); }
+  bool hostMode() const { return !hosts.empty(); }
   // More than one host, or a host that is not this machine: output tags and
   // failure messages then name the host.
-  bool MultiHost() const { return hosts.size() > 1 || (hosts.size() == 1 && !hosts[0].local); }
-  bool AnyRemote() const {
+  bool multiHost() const { return hosts.size() > 1 || (hosts.size() == 1 && !hosts[0].local); }
+  bool anyRemote() const {
     for (const HostSpec& h : hosts) {
       if (!h.local) return true;
     }
@@ -62,9 +62,9 @@ struct ParseResult {
   std::string error;  // for kUsageError: one line, without the program name
 };
 
-ParseResult ParseOptions(int argc, char** argv, Options* out);
+ParseResult parseOptions(int argc, char** argv, Options* out);
 
 // The full --help text.
-std::string UsageText();
+std::string usageText();
 
 }  // namespace chorusrun

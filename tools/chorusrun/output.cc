@@ -7,7 +7,7 @@
 
 namespace chorusrun {
 
-void WriteAll(Sink* sink, const char* data, size_t len) {
+void writeAll(Sink* sink, const char* data, size_t len) {
   while (len > 0 && !sink->broken) {
     ssize_t n = ::write(sink->fd, data, len);
     if (n < 0) {
@@ -21,7 +21,7 @@ void WriteAll(Sink* sink, const char* data, size_t len) {
   }
 }
 
-void LineTagger::Feed(const char* data, size_t len) {
+void LineTagger::feed(const char* data, size_t len) {
   out_.clear();
   const char* end = data + len;
   while (data < end) {
@@ -48,17 +48,17 @@ void LineTagger::Feed(const char* data, size_t len) {
     partial_.clear();
     data = nl + 1;
   }
-  if (!out_.empty()) WriteAll(sink_, out_.data(), out_.size());
+  if (!out_.empty()) writeAll(sink_, out_.data(), out_.size());
 }
 
-void LineTagger::Finish() {
+void LineTagger::finish() {
   if (partial_.empty()) return;
   out_.clear();
   out_ += prefix_;
   out_ += partial_;
   out_ += '\n';
   partial_.clear();
-  WriteAll(sink_, out_.data(), out_.size());
+  writeAll(sink_, out_.data(), out_.size());
 }
 
 }  // namespace chorusrun

@@ -18,7 +18,7 @@ struct Sink {
 // Writes all of [data, data+len) to the sink, retrying short writes and EINTR.
 // Nothing else writes to a sink while this runs (chorusrun is single-threaded),
 // so a buffer of whole lines reaches the sink without any other line inside it.
-void WriteAll(Sink* sink, const char* data, size_t len);
+void writeAll(Sink* sink, const char* data, size_t len);
 
 // Splits one rank stream into lines and emits "<prefix><line>\n" for each
 // complete line. Several complete lines are batched into one write; a line is
@@ -32,9 +32,9 @@ class LineTagger {
   LineTagger(Sink* sink, std::string prefix) : sink_(sink), prefix_(std::move(prefix)) {}
 
   // Consumes bytes read from the rank.
-  void Feed(const char* data, size_t len);
+  void feed(const char* data, size_t len);
   // End of stream: a trailing partial line is emitted with a newline added.
-  void Finish();
+  void finish();
 
  private:
   Sink* sink_;

@@ -12,12 +12,12 @@
 namespace chorusrun {
 namespace {
 
-bool SafeChar(char c) {
+bool safeChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
          std::strchr("_@%+=:,./-", c) != nullptr;
 }
 
-bool IsLoopback(const sockaddr* sa) {
+bool isLoopback(const sockaddr* sa) {
   if (sa->sa_family == AF_INET) {
     auto* in = reinterpret_cast<const sockaddr_in*>(sa);
     return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
@@ -29,7 +29,7 @@ bool IsLoopback(const sockaddr* sa) {
   return false;
 }
 
-bool Fill(const sockaddr* sa, socklen_t len, RendezvousAddr* out, std::string* err) {
+bool fill(const sockaddr* sa, socklen_t len, RendezvousAddr* out, std::string* err) {
   char host[NI_MAXHOST];
   int rc = getnameinfo(sa, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
   if (rc != 0) {
@@ -37,26 +37,26 @@ bool Fill(const sockaddr* sa, socklen_t len, RendezvousAddr* out, std::string* e
     return false;
   }
   const bool v6 = sa->sa_family == AF_INET6;
-  out->url_host = v6 ? "[" + std::string(host) + "]" : std::string(host);
-  if (IsLoopback(sa)) {
-    out->bind_host = host;
+  out->urlHost = v6 ? "[" + std::string(host) + "]" : std::string(host);
+  if (isLoopback(sa)) {
+    out->bindHost = host;
   } else {
-    out->bind_host = v6 ? "::" : "0.0.0.0";
+    out->bindHost = v6 ? "::" : "0.0.0.0";
   }
   return true;
 }
 
-std::string StripBrackets(const std::string& s) {
+std::string stripBrackets(const std::string& s) {
   if (s.size() >= 2 && s.front() == '[' && s.back() == ']') return s.substr(1, s.size() - 2);
   return s;
 }
 
 }  // namespace
 
-std::string ShellQuote(const std::string& word) {
+std::string shellQuote(const std::string& word) {
   if (!word.empty()) {
     bool safe = true;
-    for (char c : word) safe = safe && SafeChar(c);
+    for (char c : word) safe = safe && safeChar(c);
     if (safe) return word;
   }
   std::string q = "'";
@@ -71,22 +71,22 @@ std::string ShellQuote(const std::string& word) {
   return q;
 }
 
-std::string RemoteCommand(const std::string& wdir, const std::vector<std::string>& env,
+std::string remoteCommand(const std::string& wdir, const std::vector<std::string>& env,
                           const std::vector<std::string>& command) {
   std::string s;
   if (!wdir.empty()) {
     // A relative directory starting with '-' must not look like an option to cd.
     std::string dir = wdir[0] == '-' ? "./" + wdir : wdir;
-    s += "cd " + ShellQuote(dir) + " || exit 1; ";
+    s += "cd " + shellQuote(dir) + " || exit 1; ";
   }
   s += "exec env";
-  for (const std::string& e : env) s += " " + ShellQuote(e);
-  for (const std::string& w : command) s += " " + ShellQuote(w);
+  for (const std::string& e : env) s += " " + shellQuote(e);
+  for (const std::string& w : command) s += " " + shellQuote(w);
   return s;
 }
 
-bool RendezvousFromText(const std::string& text, RendezvousAddr* out, std::string* err) {
-  std::string host = StripBrackets(text);
+bool rendezvousFromText(const std::string& text, RendezvousAddr* out, std::string* err) {
+  std::string host = stripBrackets(text);
   if (host.empty()) {
     *err = "empty --rendezvous-addr";
     return false;
@@ -101,29 +101,29 @@ bool RendezvousFromText(const std::string& text, RendezvousAddr* out, std::strin
     return false;
   }
   const bool v6 = res->ai_family == AF_INET6;
-  const bool loopback = IsLoopback(res->ai_addr);
+  const bool loopback = isLoopback(res->ai_addr);
   bool ok = true;
   if (loopback) {
-    ok = Fill(res->ai_addr, res->ai_addrlen, out, err);
+    ok = fill(res->ai_addr, res->ai_addrlen, out, err);
   }
   freeaddrinfo(res);
   if (!ok) return false;
   if (!loopback) {
     // Keep the user's spelling in the URL: ranks resolve a name themselves.
-    bool literal_v6 = host.find(':') != std::string::npos;
-    out->url_host = literal_v6 ? "[" + host + "]" : host;
-    out->bind_host = v6 ? "::" : "0.0.0.0";
+    bool literalV6 = host.find(':') != std::string::npos;
+    out->urlHost = literalV6 ? "[" + host + "]" : host;
+    out->bindHost = v6 ? "::" : "0.0.0.0";
   }
   return true;
 }
 
-bool RendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string* err) {
+bool rendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string* err) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
   // Port 9 (discard): connect() on a UDP socket only looks up the route.
-  int rc = getaddrinfo(StripBrackets(host).c_str(), "9", &hints, &res);
+  int rc = getaddrinfo(stripBrackets(host).c_str(), "9", &hints, &res);
   if (rc != 0 || res == nullptr) {
     *err = "cannot resolve host '" + host + "' to find the rendezvous address: " +
            gai_strerror(rc) + " (use --rendezvous-addr ADDR)";
@@ -145,7 +145,7 @@ bool RendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string
     } else if (getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) != 0) {
       last = std::string("getsockname: ") + std::strerror(errno);
     } else {
-      ok = Fill(reinterpret_cast<sockaddr*>(&local), len, out, &last);
+      ok = fill(reinterpret_cast<sockaddr*>(&local), len, out, &last);
     }
     close(s);
   }

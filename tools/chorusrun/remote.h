@@ -9,27 +9,27 @@ namespace chorusrun {
 
 // Quotes one word for a POSIX shell: words made only of safe characters are
 // returned as they are, anything else in single quotes (a ' inside becomes '\'').
-std::string ShellQuote(const std::string& word);
+std::string shellQuote(const std::string& word);
 
 // The string a launch agent hands to `sh -c` on the remote host:
 //   cd WDIR || exit 1; exec env VAR=VALUE... CMD ARGS...
-// with every word quoted by ShellQuote. `env` holds "NAME=VALUE" entries.
-std::string RemoteCommand(const std::string& wdir, const std::vector<std::string>& env,
+// with every word quoted by shellQuote. `env` holds "NAME=VALUE" entries.
+std::string remoteCommand(const std::string& wdir, const std::vector<std::string>& env,
                           const std::vector<std::string>& command);
 
 // A rendezvous address: the text for the URL (IPv6 in brackets), the address
 // family, and whether it is a loopback address.
 struct RendezvousAddr {
-  std::string url_host;  // "10.0.0.1" or "[fd00::1]" (what goes between tcp:// and :PORT)
-  std::string bind_host; // what the root listens on: the loopback address itself, else the
+  std::string urlHost;   // "10.0.0.1" or "[fd00::1]" (what goes between tcp:// and :PORT)
+  std::string bindHost;  // what the root listens on: the loopback address itself, else the
                          // wildcard of the family ("0.0.0.0" or "::")
 };
 
 // From an address or name given by the user (--rendezvous-addr).
-bool RendezvousFromText(const std::string& text, RendezvousAddr* out, std::string* err);
+bool rendezvousFromText(const std::string& text, RendezvousAddr* out, std::string* err);
 
 // The local address the kernel would use to reach `host` (a UDP socket
 // connect()ed to it; no packet is sent).
-bool RendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string* err);
+bool rendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string* err);
 
 }  // namespace chorusrun

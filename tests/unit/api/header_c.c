@@ -29,7 +29,7 @@ int main(void) {
       (any_fn)chorusGather,            (any_fn)chorusAllToAll,
       (any_fn)chorusBarrier,           (any_fn)chorusSend,
       (any_fn)chorusRecv,              (any_fn)chorusGroupStart,
-      (any_fn)chorusGroupEnd,
+      (any_fn)chorusGroupEnd,          (any_fn)chorusGetLaunchInfo,
   };
   size_t i;
   int version = 0;

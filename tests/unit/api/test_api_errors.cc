@@ -18,6 +18,7 @@
 #include <cctype>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -343,6 +344,76 @@ TEST(ApiInit, InitRankRejectsBadRankAndSize) {
   EXPECT_INVALID_ARG(nullptr, chorusCommInitRank(nullptr, 1, id, 0), "comm");
   EXPECT_EQ(c, nullptr);
   EXPECT_RESULT(chorusGetUniqueId(nullptr), chorusInvalidArgument);
+}
+
+// chorusGetLaunchInfo reads the launcher table of chorusCommInitFromEnv; each case sets
+// only the variables it names (the others are saved, cleared and put back).
+class LaunchEnv : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {
+      "CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+      "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"};
+  void SetUp() override {
+    for (const char* v : kVars) {
+      const char* old = getenv(v);
+      saved_.push_back({v, old != nullptr, old ? old : ""});
+      unsetenv(v);
+    }
+  }
+  void TearDown() override {
+    for (const Saved& v : saved_) {
+      if (v.set) setenv(v.name.c_str(), v.value.c_str(), 1);
+      else unsetenv(v.name.c_str());
+    }
+  }
+  struct Saved {
+    std::string name;
+    bool set;
+    std::string value;
+  };
+  std::vector<Saved> saved_;
+};
+
+TEST_F(LaunchEnv, NoLauncherMeansAlone) {
+  const char* launcher = "x";
+  int rank = -1, nranks = -1;
+  ASSERT_EQ(chorusGetLaunchInfo(&launcher, &rank, &nranks), chorusSuccess);
+  EXPECT_EQ(launcher, nullptr);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(nranks, 1);
+  setenv("SLURM_NTASKS", "4", 1);  // salloc's shell: a size but no rank is no launcher
+  ASSERT_EQ(chorusGetLaunchInfo(&launcher, &rank, &nranks), chorusSuccess);
+  EXPECT_EQ(launcher, nullptr);
+  EXPECT_EQ(chorusGetLaunchInfo(nullptr, nullptr, nullptr), chorusSuccess);
+}
+
+TEST_F(LaunchEnv, FirstLauncherInTableOrderWins) {
+  setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  const char* launcher = nullptr;
+  int rank = -1, nranks = -1;
+  ASSERT_EQ(chorusGetLaunchInfo(&launcher, &rank, &nranks), chorusSuccess);
+  ASSERT_NE(launcher, nullptr);
+  EXPECT_STREQ(launcher, "Open MPI");
+  EXPECT_EQ(rank, 1);
+  EXPECT_EQ(nranks, 3);
+  setenv("CHORUS_RANK", "2", 1);
+  setenv("CHORUS_WORLD_SIZE", "4", 1);
+  ASSERT_EQ(chorusGetLaunchInfo(&launcher, &rank, &nranks), chorusSuccess);
+  EXPECT_STREQ(launcher, "chorusrun");
+  EXPECT_EQ(rank, 2);
+  EXPECT_EQ(nranks, 4);
+}
+
+TEST_F(LaunchEnv, BadRankOrSizeIsRejected) {
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  EXPECT_INVALID_ARG(nullptr, chorusGetLaunchInfo(nullptr, nullptr, nullptr), "RANK");
+  setenv("RANK", "zero", 1);
+  EXPECT_INVALID_ARG(nullptr, chorusGetLaunchInfo(nullptr, nullptr, nullptr), "RANK");
+  unsetenv("WORLD_SIZE");
+  setenv("RANK", "0", 1);
+  EXPECT_INVALID_ARG(nullptr, chorusGetLaunchInfo(nullptr, nullptr, nullptr), "WORLD_SIZE");
 }
 
 TEST(ApiInit, GarbageUniqueIdIsRejected) {
