@@ -1,11 +1,11 @@
 #include "src/bootstrap/secret.h"
 
 #include <errno.h>
-#include <sys/random.h>
 
 #include <cstring>
 
 #include "src/core/checks.h"
+#include "src/net/random.h"
 
 namespace chorus {
 namespace {
@@ -14,18 +14,7 @@ constexpr size_t kBytes = 16;  // kSecretBytes (src/bootstrap/wire.h)
 
 }  // namespace
 
-chorusResult_t randomSecret(uint8_t* secret) {
-  size_t got = 0;
-  while (got < kBytes) {
-    ssize_t n = getrandom(secret + got, kBytes - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      CHORUS_FAIL(chorusSystemError, "getrandom: %s", strerror(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
-  return chorusSuccess;
-}
+chorusResult_t randomSecret(uint8_t* secret) { return randomBytes(secret, kBytes); }
 
 std::string secretToHex(const uint8_t secret[16]) {
   static const char kHex[] = "0123456789abcdef";

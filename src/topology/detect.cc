@@ -51,7 +51,11 @@ PciDistance pciDistance(const PciDevice& a, const PciDevice& b) {
   return PciDistance::SYS;
 }
 
-int closestNic(const HostTopo& host, const PciDevice& dev) {
+namespace {
+// The index of the NIC that ranks lowest by `rank` (lower is closer), ties to the lowest bus
+// id; -1 when the host has none.
+template <class Rank>
+int closestNicBy(const HostTopo& host, Rank rank) {
   int best = -1;
   for (size_t i = 0; i < host.nics.size(); ++i) {
     if (best < 0) {
@@ -60,32 +64,26 @@ int closestNic(const HostTopo& host, const PciDevice& dev) {
     }
     const PciDevice& b = host.nics[static_cast<size_t>(best)];
     const PciDevice& c = host.nics[i];
-    const auto db = pciDistance(dev, b), dc = pciDistance(dev, c);
-    if (dc < db || (dc == db && c.busId < b.busId)) best = static_cast<int>(i);
+    const auto rb = rank(b), rc = rank(c);
+    if (rc < rb || (rc == rb && c.busId < b.busId)) best = static_cast<int>(i);
   }
   return best;
 }
+}  // namespace
+
+int closestNic(const HostTopo& host, const PciDevice& dev) {
+  return closestNicBy(host, [&](const PciDevice& nic) { return pciDistance(dev, nic); });
+}
 
 int closestNicToNuma(const HostTopo& host, int numa) {
-  auto rank = [&](const PciDevice& d) {
+  const int pkg = numa >= 0 && numa < static_cast<int>(host.numas.size())
+                      ? host.numas[static_cast<size_t>(numa)].package
+                      : -1;
+  return closestNicBy(host, [&](const PciDevice& d) {
     if (numa >= 0 && d.numa == numa) return 0;
-    const int pkg = numa >= 0 && numa < static_cast<int>(host.numas.size())
-                        ? host.numas[static_cast<size_t>(numa)].package
-                        : -1;
     if (pkg >= 0 && d.package == pkg) return 1;
     return 2;
-  };
-  int best = -1;
-  for (size_t i = 0; i < host.nics.size(); ++i) {
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const PciDevice& b = host.nics[static_cast<size_t>(best)];
-    const PciDevice& c = host.nics[i];
-    if (rank(c) < rank(b) || (rank(c) == rank(b) && c.busId < b.busId)) best = static_cast<int>(i);
-  }
-  return best;
+  });
 }
 
 namespace {

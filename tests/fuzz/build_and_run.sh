@@ -32,7 +32,8 @@ fi
 FLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I$SRC/include -I$SRC"
 CORE="src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
-BOOT="src/bootstrap/wire.cc src/net/socket.cc src/bootstrap/uniqueid.cc
+BOOT="src/bootstrap/wire.cc src/bootstrap/uniqueid.cc src/net/socket.cc src/net/address.cc
+  src/net/random.cc
   src/bootstrap/secret.cc $CORE"
 
 sources() {
@@ -40,7 +41,7 @@ sources() {
     boot_handshake|boot_ids) echo "$BOOT" ;;
     tcp_wire) echo "" ;;
     hostlist) echo "src/comm/hostlist.cc" ;;
-    rendezvous) echo "src/comm/hostlist.cc src/bootstrap/secret.cc $CORE" ;;
+    rendezvous) echo "src/comm/hostlist.cc src/bootstrap/secret.cc src/net/random.cc $CORE" ;;
     *) echo "unknown target $1" >&2; exit 2 ;;
   esac
 }

@@ -3,12 +3,13 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/random.h>
+
 #include <sys/socket.h>
 
 #include <cstring>
 
 #include "src/core/checks.h"
+#include "src/net/random.h"
 #include "src/core/debug.h"
 
 namespace chorus {
@@ -37,19 +38,7 @@ chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t
   return chorusSuccess;
 }
 
-chorusResult_t randomToken(uint64_t* out) {
-  size_t got = 0;
-  auto* p = reinterpret_cast<unsigned char*>(out);
-  while (got < sizeof(*out)) {
-    ssize_t n = getrandom(p + got, sizeof(*out) - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      CHORUS_FAIL(chorusSystemError, "getrandom: %s", strerror(errno));
-    }
-    got += static_cast<size_t>(n);
-  }
-  return chorusSuccess;
-}
+chorusResult_t randomToken(uint64_t* out) { return randomBytes(out, sizeof(*out)); }
 
 }  // namespace tcp
 }  // namespace chorus
