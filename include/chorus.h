@@ -43,15 +43,15 @@ extern "C" {
  *  chorusNumResults. chorusInProgress is not an error. */
 typedef enum {
   chorusSuccess = 0,
-  chorusUnhandledError = 1,   /* an internal invariant broke: a bug in Chorus */
-  chorusSystemError = 2,      /* a system call failed (errno in the detail) */
-  chorusInternalError = 3,    /* resource exhaustion or an unexpected internal state */
-  chorusInvalidArgument = 4,  /* a bad pointer, count, type, op, root or peer */
-  chorusInvalidUsage = 5,     /* a valid argument used wrongly (destroyed comm, device pointer, ...) */
-  chorusRemoteError = 6,      /* a peer died, closed its connection or reported an error */
-  chorusInProgress = 7,       /* a non-blocking call has not finished yet */
-  chorusTimeout = 8,          /* a wait passed its deadline (CHORUS_TIMEOUT_S) */
-  chorusAborted = 9,          /* chorusCommAbort was called on this communicator */
+  chorusUnhandledError = 1,  /* an internal invariant broke: a bug in Chorus */
+  chorusSystemError = 2,     /* a system call failed (errno in the detail) */
+  chorusInternalError = 3,   /* resource exhaustion or an unexpected internal state */
+  chorusInvalidArgument = 4, /* a bad pointer, count, type, op, root or peer */
+  chorusInvalidUsage = 5, /* a valid argument used wrongly (destroyed comm, device pointer, ...) */
+  chorusRemoteError = 6,  /* a peer died, closed its connection or reported an error */
+  chorusInProgress = 7,   /* a non-blocking call has not finished yet */
+  chorusTimeout = 8,      /* a wait passed its deadline (CHORUS_TIMEOUT_S) */
+  chorusAborted = 9,      /* chorusCommAbort was called on this communicator */
   chorusNumResults = 10
 } chorusResult_t;
 
@@ -111,7 +111,7 @@ typedef enum {
 
 /** Where the pre-multiplication scalar of a PreMulSum op lives. */
 typedef enum {
-  chorusScalarDevice = 0,      /* not supported on host-only builds */
+  chorusScalarDevice = 0, /* not supported on host-only builds */
   chorusScalarHostImmediate = 1
 } chorusScalarResidence_t;
 
@@ -133,10 +133,10 @@ typedef struct {
 
 #define CHORUS_CONFIG_MAGIC 0xc40c0a11u
 #define CHORUS_CONFIG_UNDEF_INT (-2147483647 - 1)
-#define CHORUS_CONFIG_INITIALIZER                                                  \
-  {                                                                                \
-    sizeof(chorusConfig_t), CHORUS_CONFIG_MAGIC, CHORUS_VERSION_CODE,              \
-        CHORUS_CONFIG_UNDEF_INT, CHORUS_CONFIG_UNDEF_INT, NULL                     \
+#define CHORUS_CONFIG_INITIALIZER                                                              \
+  {                                                                                            \
+    sizeof(chorusConfig_t), CHORUS_CONFIG_MAGIC, CHORUS_VERSION_CODE, CHORUS_CONFIG_UNDEF_INT, \
+        CHORUS_CONFIG_UNDEF_INT, NULL                                                          \
   }
 
 /** chorusCommSplit color that leaves the rank out of every new communicator. */
@@ -166,8 +166,8 @@ CHORUS_API const char* chorusGetLastError(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
 
 /** Collective over nranks processes/threads: every rank calls it with the same id. */
-CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks,
-                                             chorusUniqueId commId, int rank);
+CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                             int rank);
 
 /** As chorusCommInitRank, with a config (blocking or not, timeout, name). */
 CHORUS_API chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks,
@@ -269,8 +269,8 @@ CHORUS_API chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, 
                                           chorusComm_t comm, chorusStream_t stream);
 
 CHORUS_API chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                                          chorusDataType_t datatype, int root,
-                                          chorusComm_t comm, chorusStream_t stream);
+                                          chorusDataType_t datatype, int root, chorusComm_t comm,
+                                          chorusStream_t stream);
 
 /** Result only on root; recvbuff may be NULL elsewhere. */
 CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -278,9 +278,9 @@ CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, siz
                                        chorusComm_t comm, chorusStream_t stream);
 
 /** recvbuff holds nranks*sendcount elements, rank r's block at r*sendcount. */
-CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff,
-                                          size_t sendcount, chorusDataType_t datatype,
-                                          chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                          chorusDataType_t datatype, chorusComm_t comm,
+                                          chorusStream_t stream);
 
 /** sendbuff holds nranks*recvcount elements; rank r receives the reduction of block r. */
 CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff,
@@ -291,8 +291,8 @@ CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbu
 /** Root's sendbuff holds nranks*count elements; rank r receives block r. In-place on
  *  root: recvbuff == sendbuff + root*count. sendbuff is ignored off root. */
 CHORUS_API chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
-                                        chorusDataType_t datatype, int root,
-                                        chorusComm_t comm, chorusStream_t stream);
+                                        chorusDataType_t datatype, int root, chorusComm_t comm,
+                                        chorusStream_t stream);
 
 /** Root's recvbuff receives nranks*count elements, rank r's block at r*count. In-place
  *  on root: sendbuff == recvbuff + root*count. recvbuff is ignored off root. */
@@ -313,9 +313,8 @@ CHORUS_API chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream
  *  chorusGroupStart/End any set of sends and receives completes without deadlock. Within
  *  one group a send buffer must not overlap a receive buffer (they progress at the same
  *  time, as in NCCL). */
-CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
-                                     chorusDataType_t datatype, int peer, chorusComm_t comm,
-                                     chorusStream_t stream);
+CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype,
+                                     int peer, chorusComm_t comm, chorusStream_t stream);
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream);
 /** Receives `count` elements from whichever other rank's send arrives first (MPI's

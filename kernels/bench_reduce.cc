@@ -19,7 +19,8 @@ namespace ck = chorus::kernels;
 namespace {
 
 struct Buffer {
-  explicit Buffer(size_t bytes) : p(static_cast<unsigned char*>(std::aligned_alloc(4096, round(bytes)))) {
+  explicit Buffer(size_t bytes)
+      : p(static_cast<unsigned char*>(std::aligned_alloc(4096, round(bytes)))) {
     std::memset(p, 0, round(bytes));
   }
   ~Buffer() { std::free(p); }
@@ -84,16 +85,20 @@ void registerAll() {
       b->MinTime(0.2);
     };
     add("sum_f32/" + isa, [ops](benchmark::State& st) { reduceF32(st, ops, 0); });
-    add("sum_f32_stream/" + isa, [ops](benchmark::State& st) { reduceF32(st, ops, ck::kStreaming); });
+    add("sum_f32_stream/" + isa,
+        [ops](benchmark::State& st) { reduceF32(st, ops, ck::kStreaming); });
     add("copy/" + isa, [ops](benchmark::State& st) { copyBytes(st, ops, false); });
     add("copy_stream/" + isa, [ops](benchmark::State& st) { copyBytes(st, ops, true); });
   }
-  benchmark::RegisterBenchmark("small_sum_f32/dispatched", [](benchmark::State& st) {
-    smallReduce(st, chorusFloat32);
-  })->Arg(2)->Arg(16)->Arg(64);
-  benchmark::RegisterBenchmark("small_sum_bf16/dispatched", [](benchmark::State& st) {
-    smallReduce(st, chorusBfloat16);
-  })->Arg(4)->Arg(64);
+  benchmark::RegisterBenchmark("small_sum_f32/dispatched",
+                               [](benchmark::State& st) { smallReduce(st, chorusFloat32); })
+      ->Arg(2)
+      ->Arg(16)
+      ->Arg(64);
+  benchmark::RegisterBenchmark("small_sum_bf16/dispatched",
+                               [](benchmark::State& st) { smallReduce(st, chorusBfloat16); })
+      ->Arg(4)
+      ->Arg(64);
 }
 
 }  // namespace

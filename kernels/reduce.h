@@ -118,7 +118,8 @@ CHORUS_HD uint16_t floatToHalf(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u)  // inf stays inf; NaN: quiet, payload truncated (as F16C does)
-    return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
   if (ax >= 0x477ff000u)  // >= 65520 = max half + half an ulp: the tie goes to inf (even)
     return static_cast<uint16_t>(sign | 0x7c00u);
   if (ax < 0x38800000u) {
@@ -202,8 +203,10 @@ CHORUS_HD C maxC(C a, C b) {
     if (a != a) return a;
     if (b != b) return b;
     if (a == b) {  // equal values differ at most in the sign of zero: AND keeps +0
-      if constexpr (sizeof(C) == 4) return floatOf(bitsOf(a) & bitsOf(b));
-      else return doubleOf(bitsOf(a) & bitsOf(b));
+      if constexpr (sizeof(C) == 4)
+        return floatOf(bitsOf(a) & bitsOf(b));
+      else
+        return doubleOf(bitsOf(a) & bitsOf(b));
     }
     return a > b ? a : b;
   }
@@ -218,8 +221,10 @@ CHORUS_HD C minC(C a, C b) {
     if (a != a) return a;
     if (b != b) return b;
     if (a == b) {  // OR keeps -0
-      if constexpr (sizeof(C) == 4) return floatOf(bitsOf(a) | bitsOf(b));
-      else return doubleOf(bitsOf(a) | bitsOf(b));
+      if constexpr (sizeof(C) == 4)
+        return floatOf(bitsOf(a) | bitsOf(b));
+      else
+        return doubleOf(bitsOf(a) | bitsOf(b));
     }
     return a < b ? a : b;
   }

@@ -17,9 +17,9 @@ enum class ReduceKind : int { Sum = 0, Prod = 1, Max = 2, Min = 3 };
 struct ReduceSpec {
   chorusDataType_t type = chorusFloat32;
   ReduceKind kind = ReduceKind::Sum;
-  bool preMul = false;          ///< multiply the local input by `scalar` before combining
+  bool preMul = false;  ///< multiply the local input by `scalar` before combining
   alignas(8) unsigned char scalar[8] = {0};  ///< one element of `type` (float16/bf16: 2 bytes)
-  int postDiv = 0;              ///< > 1: divide the final result by this (integer avg)
+  int postDiv = 0;                           ///< > 1: divide the final result by this (integer avg)
 };
 
 /// Flags for reduce() and cudaReduce().

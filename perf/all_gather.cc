@@ -14,7 +14,6 @@ void getCounts(size_t bytes, size_t typeSize, int nranks, CollCounts* c) {
   c->recvInplaceOffset = 0;
 }
 
-
 int run(const CollArgs& a, const void* sendbuf, void* recvbuf) {
   return a.backend->allGather(sendbuf, recvbuf, a.counts.paramCount, a.type);
 }
@@ -26,11 +25,17 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   return wrong;
 }
 
-
 }  // namespace
 
-const CollDesc kAllGatherColl = {"all_gather_perf", /*usesOp=*/false, /*usesRoot=*/false,
-                                 getCounts, initOwnBlock, run, check, getBwPerRankBlocks,
-    /*noData=*/false, /*inPlaceUnchecked=*/false};
+const CollDesc kAllGatherColl = {"all_gather_perf",
+                                 /*usesOp=*/false,
+                                 /*usesRoot=*/false,
+                                 getCounts,
+                                 initOwnBlock,
+                                 run,
+                                 check,
+                                 getBwPerRankBlocks,
+                                 /*noData=*/false,
+                                 /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

@@ -18,8 +18,7 @@ void getCounts(size_t bytes, size_t typeSize, int nranks, CollCounts* c) {
 // j is pattern indices [j*count, (j+1)*count); rank j's block i must be rank i's block j.
 void initData(const CollArgs& a, void* sendbuf, void* recvbuf, bool inPlace) {
   if (!inPlace) poison(recvbuf, a.counts.recvCount, a.type);
-  fillPattern(inPlace ? recvbuf : sendbuf, a.counts.sendCount, a.type, a.op, a.rank, a.nranks,
-              0);
+  fillPattern(inPlace ? recvbuf : sendbuf, a.counts.sendCount, a.type, a.op, a.rank, a.nranks, 0);
 }
 
 int run(const CollArgs& a, const void* sendbuf, void* recvbuf) {
@@ -28,18 +27,24 @@ int run(const CollArgs& a, const void* sendbuf, void* recvbuf) {
 
 size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool inPlace) {
   const size_t per = a.counts.paramCount;
-  size_t wrong = countWrongBlocks(recvbuf, per, a.type, a.op, a.nranks,
-                                  static_cast<size_t>(a.rank) * per);
+  size_t wrong =
+      countWrongBlocks(recvbuf, per, a.type, a.op, a.nranks, static_cast<size_t>(a.rank) * per);
   if (!inPlace)
     wrong += countWrongPattern(sendbuf, a.counts.sendCount, a.type, a.op, a.rank, a.nranks, 0);
   return wrong;
 }
 
-
 }  // namespace
 
-const CollDesc kAllToAllColl = {"alltoall_perf", /*usesOp=*/false, /*usesRoot=*/false,
-                                getCounts, initData, run, check, getBwPerRankBlocks,
-    /*noData=*/false, /*inPlaceUnchecked=*/false};
+const CollDesc kAllToAllColl = {"alltoall_perf",
+                                /*usesOp=*/false,
+                                /*usesRoot=*/false,
+                                getCounts,
+                                initData,
+                                run,
+                                check,
+                                getBwPerRankBlocks,
+                                /*noData=*/false,
+                                /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

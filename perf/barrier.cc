@@ -12,8 +12,15 @@ void getBw(size_t, size_t, double, int, double* algBw, double* busBw) { *algBw =
 
 }  // namespace
 
-const CollDesc kBarrierColl = {"barrier_perf", /*usesOp=*/false, /*usesRoot=*/false, getCounts,
-                               initData, run, check, getBw, /*noData=*/true,
+const CollDesc kBarrierColl = {"barrier_perf",
+                               /*usesOp=*/false,
+                               /*usesRoot=*/false,
+                               getCounts,
+                               initData,
+                               run,
+                               check,
+                               getBw,
+                               /*noData=*/true,
                                /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

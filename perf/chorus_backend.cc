@@ -13,9 +13,9 @@
 namespace perf {
 namespace {
 
-const chorusDataType_t kTypes[kNumTypes] = {chorusInt8,   chorusUint8,   chorusInt32, chorusUint32,
-                                            chorusInt64,  chorusUint64,  chorusFloat16,
-                                            chorusFloat32, chorusFloat64, chorusBfloat16};
+const chorusDataType_t kTypes[kNumTypes] = {
+    chorusInt8,   chorusUint8,   chorusInt32,   chorusUint32,  chorusInt64,
+    chorusUint64, chorusFloat16, chorusFloat32, chorusFloat64, chorusBfloat16};
 const chorusRedOp_t kOps[kNumOps] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
 
 class ChorusBackend : public Backend {
@@ -60,9 +60,9 @@ class ChorusBackend : public Backend {
   }
   int reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType t,
                     RedOp op) override {
-    return fail(chorusReduceScatter(sendbuf, recvbuf, recvcount, kTypes[t], kOps[op], comm_,
-                                    stream_),
-                "chorusReduceScatter");
+    return fail(
+        chorusReduceScatter(sendbuf, recvbuf, recvcount, kTypes[t], kOps[op], comm_, stream_),
+        "chorusReduceScatter");
   }
   int broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) override {
     return fail(chorusBroadcast(sendbuf, recvbuf, count, kTypes[t], root, comm_, stream_),
@@ -90,8 +90,8 @@ class ChorusBackend : public Backend {
     // Like nccl-tests: both inside one group, so the pair cannot deadlock.
     if (fail(chorusGroupStart(), "chorusGroupStart")) return 1;
     int bad = fail(chorusSend(sendbuf, count, kTypes[t], sendPeer, comm_, stream_), "chorusSend");
-    if (!bad) bad = fail(chorusRecv(recvbuf, count, kTypes[t], recvPeer, comm_, stream_),
-                         "chorusRecv");
+    if (!bad)
+      bad = fail(chorusRecv(recvbuf, count, kTypes[t], recvPeer, comm_, stream_), "chorusRecv");
     chorusResult_t end = chorusGroupEnd();  // always close the group
     return bad ? 1 : fail(end, "chorusGroupEnd");
   }

@@ -24,21 +24,16 @@ namespace perf {
 // Types and ops
 // ---------------------------------------------------------------------------------------
 
-static const char* const kTypeNames[kNumTypes] = {"int8",   "uint8", "int32", "uint32",
-                                                  "int64",  "uint64", "half", "float",
-                                                  "double", "bfloat16"};
+static const char* const kTypeNames[kNumTypes] = {"int8",   "uint8", "int32", "uint32", "int64",
+                                                  "uint64", "half",  "float", "double", "bfloat16"};
 static const size_t kTypeSizes[kNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 static const char* const kOpNames[kNumOps] = {"sum", "prod", "max", "min", "avg"};
 
 size_t typeSize(DataType t) { return kTypeSizes[t]; }
 const char* typeName(DataType t) { return kTypeNames[t]; }
 const char* opName(RedOp op) { return kOpNames[op]; }
-bool isFloatType(DataType t) {
-  return t == kHalf || t == kFloat || t == kDouble || t == kBfloat16;
-}
-static bool isSignedType(DataType t) {
-  return !(t == kUint8 || t == kUint32 || t == kUint64);
-}
+bool isFloatType(DataType t) { return t == kHalf || t == kFloat || t == kDouble || t == kBfloat16; }
+static bool isSignedType(DataType t) { return !(t == kUint8 || t == kUint32 || t == kUint64); }
 
 // ---------------------------------------------------------------------------------------
 // float16 / bfloat16, round to nearest even. Written from the IEEE 754 layouts; they only
@@ -265,19 +260,19 @@ size_t countPatternT(const void* buf, size_t count, DataType t, RedOp op, int ra
 
 }  // namespace
 
-#define PERF_DISPATCH_TYPE(t, FN, ...)                 \
-  switch (t) {                                         \
-    case kInt8: return FN<int8_t>(__VA_ARGS__);        \
-    case kUint8: return FN<uint8_t>(__VA_ARGS__);      \
-    case kInt32: return FN<int32_t>(__VA_ARGS__);      \
-    case kUint32: return FN<uint32_t>(__VA_ARGS__);    \
-    case kInt64: return FN<int64_t>(__VA_ARGS__);      \
-    case kUint64: return FN<uint64_t>(__VA_ARGS__);    \
-    case kHalf: return FN<Half>(__VA_ARGS__);          \
-    case kFloat: return FN<float>(__VA_ARGS__);        \
-    case kDouble: return FN<double>(__VA_ARGS__);      \
-    case kBfloat16: return FN<Bf16>(__VA_ARGS__);      \
-    default: break;                                    \
+#define PERF_DISPATCH_TYPE(t, FN, ...)              \
+  switch (t) {                                      \
+    case kInt8: return FN<int8_t>(__VA_ARGS__);     \
+    case kUint8: return FN<uint8_t>(__VA_ARGS__);   \
+    case kInt32: return FN<int32_t>(__VA_ARGS__);   \
+    case kUint32: return FN<uint32_t>(__VA_ARGS__); \
+    case kInt64: return FN<int64_t>(__VA_ARGS__);   \
+    case kUint64: return FN<uint64_t>(__VA_ARGS__); \
+    case kHalf: return FN<Half>(__VA_ARGS__);       \
+    case kFloat: return FN<float>(__VA_ARGS__);     \
+    case kDouble: return FN<double>(__VA_ARGS__);   \
+    case kBfloat16: return FN<Bf16>(__VA_ARGS__);   \
+    default: break;                                 \
   }
 
 void fillPattern(void* buf, size_t count, DataType t, RedOp op, int rank, int nranks,
@@ -291,8 +286,8 @@ size_t countWrongReduced(const void* buf, size_t count, DataType t, RedOp op, in
   return count;
 }
 
-size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, int rank,
-                         int nranks, size_t offset) {
+size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, int rank, int nranks,
+                         size_t offset) {
   PERF_DISPATCH_TYPE(t, countPatternT, buf, count, t, op, rank, nranks, offset);
   return count;
 }
@@ -364,9 +359,21 @@ bool parseSize(const char* s, size_t* out) {
   if (end == s || errno != 0 || v < 0) return false;
   double unit = 1;
   switch (*end) {
-    case 'G': case 'g': unit = 1024.0 * 1024 * 1024; ++end; break;
-    case 'M': case 'm': unit = 1024.0 * 1024; ++end; break;
-    case 'K': case 'k': unit = 1024.0; ++end; break;
+    case 'G':
+    case 'g':
+      unit = 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      unit = 1024.0 * 1024;
+      ++end;
+      break;
+    case 'K':
+    case 'k':
+      unit = 1024.0;
+      ++end;
+      break;
     default: break;
   }
   if (*end == 'B' || *end == 'b') ++end;
@@ -379,8 +386,7 @@ bool parseInt(const char* s, int* out) {
   char* end = nullptr;
   errno = 0;
   long v = strtol(s, &end, 10);
-  if (end == s || *end != '\0' || errno != 0 || v < -2147483647L || v > 2147483647L)
-    return false;
+  if (end == s || *end != '\0' || errno != 0 || v < -2147483647L || v > 2147483647L) return false;
   *out = static_cast<int>(v);
   return true;
 }
@@ -413,30 +419,29 @@ enum { kOptCsv = 1000, kOptJson = 1001 };
 
 // Returns 0 on success, 1 for -h, -1 on a bad option (message already printed).
 int parseOptions(int argc, char** argv, Options* o, bool quiet) {
-  static const struct option longOpts[] = {
-      {"nthreads", required_argument, nullptr, 't'},
-      {"ngpus", required_argument, nullptr, 'g'},
-      {"minbytes", required_argument, nullptr, 'b'},
-      {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepbytes", required_argument, nullptr, 'i'},
-      {"stepfactor", required_argument, nullptr, 'f'},
-      {"iters", required_argument, nullptr, 'n'},
-      {"agg_iters", required_argument, nullptr, 'm'},
-      {"warmup_iters", required_argument, nullptr, 'w'},
-      {"parallel_init", required_argument, nullptr, 'p'},
-      {"check", required_argument, nullptr, 'c'},
-      {"op", required_argument, nullptr, 'o'},
-      {"datatype", required_argument, nullptr, 'd'},
-      {"root", required_argument, nullptr, 'r'},
-      {"blocking", required_argument, nullptr, 'z'},
-      {"stream_null", required_argument, nullptr, 'y'},
-      {"timeout", required_argument, nullptr, 'T'},
-      {"cudagraph", required_argument, nullptr, 'G'},
-      {"average", required_argument, nullptr, 'a'},
-      {"csv", required_argument, nullptr, kOptCsv},
-      {"json", required_argument, nullptr, kOptJson},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  static const struct option longOpts[] = {{"nthreads", required_argument, nullptr, 't'},
+                                           {"ngpus", required_argument, nullptr, 'g'},
+                                           {"minbytes", required_argument, nullptr, 'b'},
+                                           {"maxbytes", required_argument, nullptr, 'e'},
+                                           {"stepbytes", required_argument, nullptr, 'i'},
+                                           {"stepfactor", required_argument, nullptr, 'f'},
+                                           {"iters", required_argument, nullptr, 'n'},
+                                           {"agg_iters", required_argument, nullptr, 'm'},
+                                           {"warmup_iters", required_argument, nullptr, 'w'},
+                                           {"parallel_init", required_argument, nullptr, 'p'},
+                                           {"check", required_argument, nullptr, 'c'},
+                                           {"op", required_argument, nullptr, 'o'},
+                                           {"datatype", required_argument, nullptr, 'd'},
+                                           {"root", required_argument, nullptr, 'r'},
+                                           {"blocking", required_argument, nullptr, 'z'},
+                                           {"stream_null", required_argument, nullptr, 'y'},
+                                           {"timeout", required_argument, nullptr, 'T'},
+                                           {"cudagraph", required_argument, nullptr, 'G'},
+                                           {"average", required_argument, nullptr, 'a'},
+                                           {"csv", required_argument, nullptr, kOptCsv},
+                                           {"json", required_argument, nullptr, kOptJson},
+                                           {"help", no_argument, nullptr, 'h'},
+                                           {nullptr, 0, nullptr, 0}};
   auto bad = [&](const char* what, const char* val) {
     if (!quiet) fprintf(stderr, "%s: invalid %s '%s'\n", argv[0], what, val);
     return -1;
@@ -450,9 +455,9 @@ int parseOptions(int argc, char** argv, Options* o, bool quiet) {
       case 't':
       case 'g':
         if (!parseInt(optarg, &iv) || iv != 1)
-          return bad(c == 't' ? "thread count (only 1 is supported)"
-                              : "GPU count (only 1 is supported)",
-                     optarg);
+          return bad(
+              c == 't' ? "thread count (only 1 is supported)" : "GPU count (only 1 is supported)",
+              optarg);
         break;
       case 'b':
         if (!parseSize(optarg, &o->minBytes)) return bad("min size", optarg);
@@ -646,7 +651,7 @@ class Driver {
   std::vector<Row> rows_;
   double bwSum_ = 0;
   int bwCount_ = 0;
-  int errors_ = 0;  // measurements with wrong elements (nccl-tests' "out of bounds")
+  int errors_ = 0;            // measurements with wrong elements (nccl-tests' "out of bounds")
   bool injectError_ = false;  // CHORUS_PERF_INJECT_ERROR=1: flip a bit before checking
 };
 
@@ -662,10 +667,11 @@ void Driver::print(const char* fmt, ...) {
 void Driver::printHeader() {
   print("# Collective test starting: %s\n", coll_.name);
   print("# Backend: %s %s, %d ranks\n", b_->name(), b_->version().c_str(), nranks_);
-  print("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-        "agg iters: %d validation: %d graph: 0\n",
-        o_.minBytes, o_.maxBytes, o_.stepFactor > 1 ? o_.stepFactor : o_.stepBytes,
-        o_.stepFactor > 1 ? "factor" : "bytes", o_.warmupIters, o_.iters, o_.aggIters, o_.check);
+  print(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: 0\n",
+      o_.minBytes, o_.maxBytes, o_.stepFactor > 1 ? o_.stepFactor : o_.stepBytes,
+      o_.stepFactor > 1 ? "factor" : "bytes", o_.warmupIters, o_.iters, o_.aggIters, o_.check);
   print("#\n# Using devices\n");
   RankInfo mine;
   memset(&mine, 0, sizeof mine);
@@ -681,8 +687,10 @@ void Driver::printHeader() {
           ri.cpus, ri.model);
   }
   print("#\n");
-  print("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n",
-        "", "", "", "", "");
+  print(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
+      "\n",
+      "", "", "", "", "");
   print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
         "#wrong");
@@ -757,8 +765,16 @@ void Driver::benchOne(CollArgs& args, size_t bytes, bool inPlace, Row* row) {
   else
     print("  %7s  %6.2f  %6.2f  %5s", timeStr, algBw, busBw, "N/A");
 
-  *row = Row{bytes, args.counts.paramCount, args.type, args.op, coll_.usesRoot ? args.root : -1,
-             inPlace, us, algBw, busBw, wrong};
+  *row = Row{bytes,
+             args.counts.paramCount,
+             args.type,
+             args.op,
+             coll_.usesRoot ? args.root : -1,
+             inPlace,
+             us,
+             algBw,
+             busBw,
+             wrong};
 }
 
 void Driver::runTest(DataType t, RedOp op) {
@@ -791,8 +807,9 @@ void Driver::writeCsv() {
     fprintf(stderr, "%s: cannot write %s: %s\n", coll_.name, o_.csvPath.c_str(), strerror(errno));
     return;
   }
-  fprintf(f, "collective,backend,nranks,size,count,type,redop,root,placement,time_us,algbw,busbw,"
-             "wrong\n");
+  fprintf(f,
+          "collective,backend,nranks,size,count,type,redop,root,placement,time_us,algbw,busbw,"
+          "wrong\n");
   for (const Row& r : rows_) {
     fprintf(f, "%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.4f,%.4f,%.4f,", coll_.name, b_->name(), nranks_,
             r.bytes, r.count, typeName(r.type), coll_.usesOp ? opName(r.op) : "none", r.root,
@@ -811,16 +828,18 @@ void Driver::writeJson() {
     fprintf(stderr, "%s: cannot write %s: %s\n", coll_.name, o_.jsonPath.c_str(), strerror(errno));
     return;
   }
-  fprintf(f, "{\n  \"collective\": \"%s\",\n  \"backend\": \"%s\",\n  \"version\": \"%s\",\n"
-             "  \"nranks\": %d,\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,\n"
-             "  \"check\": %d,\n  \"average\": %d,\n  \"rows\": [",
+  fprintf(f,
+          "{\n  \"collective\": \"%s\",\n  \"backend\": \"%s\",\n  \"version\": \"%s\",\n"
+          "  \"nranks\": %d,\n  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"agg_iters\": %d,\n"
+          "  \"check\": %d,\n  \"average\": %d,\n  \"rows\": [",
           coll_.name, b_->name(), b_->version().c_str(), nranks_, o_.iters, o_.warmupIters,
           o_.aggIters, o_.check, o_.average);
   for (size_t i = 0; i < rows_.size(); ++i) {
     const Row& r = rows_[i];
-    fprintf(f, "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
-               "\"root\": %d, \"placement\": \"%s\", \"time_us\": %.4f, \"algbw\": %.4f, "
-               "\"busbw\": %.4f, \"wrong\": ",
+    fprintf(f,
+            "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+            "\"root\": %d, \"placement\": \"%s\", \"time_us\": %.4f, \"algbw\": %.4f, "
+            "\"busbw\": %.4f, \"wrong\": ",
             i ? "," : "", r.bytes, r.count, typeName(r.type), coll_.usesOp ? opName(r.op) : "none",
             r.root, r.inPlace ? "in-place" : "out-of-place", r.timeUs, r.algBw, r.busBw);
     if (r.wrong < 0)

@@ -63,25 +63,22 @@ class Backend {
   virtual bool supports(DataType t, RedOp op) const = 0;
 
   // --- collectives measured by the binaries -----------------------------------------
-  virtual int allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType t,
-                        RedOp op) = 0;
+  virtual int allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType t, RedOp op) = 0;
   // The others take the arguments and follow the in-place rules of include/chorus.h
   // (counts per rank, as chorusAllGather & co.).
   virtual int allGather(const void* sendbuf, void* recvbuf, size_t sendcount, DataType t) = 0;
   virtual int reduceScatter(const void* sendbuf, void* recvbuf, size_t recvcount, DataType t,
                             RedOp op) = 0;
-  virtual int broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType t,
-                        int root) = 0;
+  virtual int broadcast(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) = 0;
   virtual int reduce(const void* sendbuf, void* recvbuf, size_t count, DataType t, RedOp op,
                      int root) = 0;
   virtual int allToAll(const void* sendbuf, void* recvbuf, size_t count, DataType t) = 0;
-  virtual int scatter(const void* sendbuf, void* recvbuf, size_t count, DataType t,
-                      int root) = 0;
+  virtual int scatter(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) = 0;
   virtual int gather(const void* sendbuf, void* recvbuf, size_t count, DataType t, int root) = 0;
   /// Sends count elements to sendPeer and receives count from recvPeer, concurrently
   /// (Chorus: a send and a recv inside one group; MPI: MPI_Sendrecv).
-  virtual int sendRecv(const void* sendbuf, int sendPeer, void* recvbuf, int recvPeer,
-                       size_t count, DataType t) = 0;
+  virtual int sendRecv(const void* sendbuf, int sendPeer, void* recvbuf, int recvPeer, size_t count,
+                       DataType t) = 0;
   /// The measured barrier (on the measurement stream, unlike the helper barrier()).
   virtual int barrierColl() = 0;
   /// Brackets the -m aggregated calls of one iteration (a no-op where there are no groups).
@@ -107,9 +104,9 @@ class Backend {
 
 /// Element counts for one size of one collective (nccl-tests' getCollByteCount).
 struct CollCounts {
-  size_t sendCount;   ///< elements in the send buffer
-  size_t recvCount;   ///< elements in the receive buffer
-  size_t paramCount;  ///< the count passed to the call
+  size_t sendCount;          ///< elements in the send buffer
+  size_t recvCount;          ///< elements in the receive buffer
+  size_t paramCount;         ///< the count passed to the call
   size_t sendInplaceOffset;  ///< in-place: sendbuf = recvbuf + offset*rank (elements)
   size_t recvInplaceOffset;  ///< in-place: recvbuf = recvbuf + offset*rank (elements)
 };
@@ -137,8 +134,7 @@ struct CollDesc {
   /// Runs the collective once on already-placed buffers.
   int (*run)(const CollArgs& args, const void* sendbuf, void* recvbuf);
   /// Counts wrong elements of this rank's result (recvbuf is the allocation base).
-  size_t (*check)(const CollArgs& args, const void* sendbuf, const void* recvbuf,
-                  bool inPlace);
+  size_t (*check)(const CollArgs& args, const void* sendbuf, const void* recvbuf, bool inPlace);
   /// Bandwidths in GB/s (1e9 B/s) from the measured seconds per call.
   void (*getBw)(size_t count, size_t typeSize, double sec, int nranks, double* algBw,
                 double* busBw);
@@ -175,8 +171,8 @@ size_t countWrongReduced(const void* buf, size_t count, DataType t, RedOp op, in
                          size_t offset);
 /// Counts elements of buf that differ from rank `rank`'s input pattern (for gathers and
 /// for checking that a send buffer was left untouched).
-size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, int rank,
-                         int nranks, size_t offset);
+size_t countWrongPattern(const void* buf, size_t count, DataType t, RedOp op, int rank, int nranks,
+                         size_t offset);
 
 /// Counts elements of buf, nranks blocks of `count` elements, where block i must be rank
 /// i's input pattern starting at pattern index offset (gathers, all-to-all).

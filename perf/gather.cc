@@ -14,7 +14,6 @@ void getCounts(size_t bytes, size_t typeSize, int nranks, CollCounts* c) {
   c->recvInplaceOffset = 0;
 }
 
-
 int run(const CollArgs& a, const void* sendbuf, void* recvbuf) {
   return a.backend->gather(sendbuf, recvbuf, a.counts.paramCount, a.type, a.root);
 }
@@ -23,18 +22,23 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   const size_t per = a.counts.paramCount;
   size_t wrong = 0;
   if (a.rank == a.root) wrong += countWrongBlocks(recvbuf, per, a.type, a.op, a.nranks, 0);
-  const void* in =
-      inPlace ? elemPtr(recvbuf, static_cast<size_t>(a.rank) * per, a.type) : sendbuf;
+  const void* in = inPlace ? elemPtr(recvbuf, static_cast<size_t>(a.rank) * per, a.type) : sendbuf;
   if (!inPlace || a.rank != a.root)  // the input comes back untouched
     wrong += countWrongPattern(in, per, a.type, a.op, a.rank, a.nranks, 0);
   return wrong;
 }
 
-
 }  // namespace
 
-const CollDesc kGatherColl = {"gather_perf", /*usesOp=*/false, /*usesRoot=*/true, getCounts,
-                              initOwnBlock, run, check, getBwPerRankBlocks,
-    /*noData=*/false, /*inPlaceUnchecked=*/false};
+const CollDesc kGatherColl = {"gather_perf",
+                              /*usesOp=*/false,
+                              /*usesRoot=*/true,
+                              getCounts,
+                              initOwnBlock,
+                              run,
+                              check,
+                              getBwPerRankBlocks,
+                              /*noData=*/false,
+                              /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

@@ -68,9 +68,12 @@ size_t parseSize(const char* s) {
   char* end = nullptr;
   double v = strtod(s, &end);
   switch (*end) {
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; break;
-    case 'K': case 'k': v *= 1024.0; break;
+    case 'G':
+    case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'M':
+    case 'm': v *= 1024.0 * 1024; break;
+    case 'K':
+    case 'k': v *= 1024.0; break;
     default: break;
   }
   return static_cast<size_t>(v);
@@ -156,12 +159,10 @@ int main(int argc, char** argv) {
     size_t cnt = s / sizeof(float);
     if (cnt == 0) continue;
     const size_t bytes = cnt * sizeof(float);
-    double copy = std::max(
-        bestRate(bytes, [&] { memcpy(c.data(), a.data(), bytes); }),
-        bestRate(bytes, [&] { copyFloatsNT(c.data(), a.data(), cnt); }));
-    double red = std::max(
-        bestRate(bytes, [&] { addFloats(c.data(), a.data(), b.data(), cnt); }),
-        bestRate(bytes, [&] { addFloatsNT(c.data(), a.data(), b.data(), cnt); }));
+    double copy = std::max(bestRate(bytes, [&] { memcpy(c.data(), a.data(), bytes); }),
+                           bestRate(bytes, [&] { copyFloatsNT(c.data(), a.data(), cnt); }));
+    double red = std::max(bestRate(bytes, [&] { addFloats(c.data(), a.data(), b.data(), cnt); }),
+                          bestRate(bytes, [&] { addFloatsNT(c.data(), a.data(), b.data(), cnt); }));
     double xcopy = 0, xred = 0;
     if (cross) {
       xcopy = crossRate(cnt * sizeof(float), peer.data(), cpus[0], cpus[1],

@@ -29,8 +29,15 @@ void getBw(size_t count, size_t typeSize, double sec, int, double* algBw, double
 
 }  // namespace
 
-const CollDesc kReduceColl = {"reduce_perf", /*usesOp=*/true, /*usesRoot=*/true,
-                              getSameCounts, initData, run, check, getBw,
-    /*noData=*/false, /*inPlaceUnchecked=*/false};
+const CollDesc kReduceColl = {"reduce_perf",
+                              /*usesOp=*/true,
+                              /*usesRoot=*/true,
+                              getSameCounts,
+                              initData,
+                              run,
+                              check,
+                              getBw,
+                              /*noData=*/false,
+                              /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

@@ -38,8 +38,7 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
     // In place the whole input (our block included) must be intact; out of place the
     // input must be untouched and our block copied.
     const void* in = inPlace ? recvbuf : sendbuf;
-    size_t wrong =
-        countWrongPattern(in, a.counts.sendCount, a.type, a.op, a.root, a.nranks, 0);
+    size_t wrong = countWrongPattern(in, a.counts.sendCount, a.type, a.op, a.root, a.nranks, 0);
     if (!inPlace) wrong += countWrongPattern(recvbuf, per, a.type, a.op, a.root, a.nranks, mine);
     return wrong;
   }
@@ -47,11 +46,17 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
   return countWrongPattern(out, per, a.type, a.op, a.root, a.nranks, mine);
 }
 
-
 }  // namespace
 
-const CollDesc kScatterColl = {"scatter_perf", /*usesOp=*/false, /*usesRoot=*/true, getCounts,
-                               initData, run, check, getBwPerRankBlocks,
-    /*noData=*/false, /*inPlaceUnchecked=*/false};
+const CollDesc kScatterColl = {"scatter_perf",
+                               /*usesOp=*/false,
+                               /*usesRoot=*/true,
+                               getCounts,
+                               initData,
+                               run,
+                               check,
+                               getBwPerRankBlocks,
+                               /*noData=*/false,
+                               /*inPlaceUnchecked=*/false};
 
 }  // namespace perf

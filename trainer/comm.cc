@@ -46,9 +46,8 @@ Comm::~Comm() {
 
 void Comm::check(chorusResult_t r, const char* what) {
   if (r == chorusSuccess) return;
-  throw std::runtime_error(std::string(what) + " failed on rank " + std::to_string(rank_) +
-                           ": " + chorusGetErrorString(r) + " (" + chorusGetLastError(comm_) +
-                           ")");
+  throw std::runtime_error(std::string(what) + " failed on rank " + std::to_string(rank_) + ": " +
+                           chorusGetErrorString(r) + " (" + chorusGetLastError(comm_) + ")");
 }
 
 void Comm::allReduceAsync(void* buf, size_t count, chorusDataType_t type, chorusRedOp_t op) {
@@ -66,8 +65,7 @@ bool Comm::idle() {
 void Comm::wait() {
   auto start = std::chrono::steady_clock::now();
   chorusResult_t r = chorusStreamSynchronize(stream_);
-  waitSeconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  waitSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   check(r, "a collective on the training stream");
 }
 

@@ -115,10 +115,9 @@ void DistributedDataParallel::noteFinished(bool waited) {
     if (!b.inFlight) continue;
     b.inFlight = false;
     if (tracing_)
-      trace_.span("allreduce bucket " + std::to_string(k), TraceWriter::kCommLane, b.launchUs,
-                  now,
-                  "\"bucket\":" + std::to_string(k) + ",\"bytes\":" +
-                      std::to_string(b.flat.numel() * b.flat.element_size()));
+      trace_.span("allreduce bucket " + std::to_string(k), TraceWriter::kCommLane, b.launchUs, now,
+                  "\"bucket\":" + std::to_string(k) +
+                      ",\"bytes\":" + std::to_string(b.flat.numel() * b.flat.element_size()));
   }
 }
 

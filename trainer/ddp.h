@@ -45,9 +45,9 @@ class DistributedDataParallel {
 
  private:
   struct Bucket {
-    torch::Tensor flat;               // the gradients of its parameters, back to back
-    std::vector<size_t> params;       // indices into params_
-    size_t pending = 0;               // gradients not yet copied in this backward
+    torch::Tensor flat;          // the gradients of its parameters, back to back
+    std::vector<size_t> params;  // indices into params_
+    size_t pending = 0;          // gradients not yet copied in this backward
     double launchUs = 0;
     bool inFlight = false;
   };

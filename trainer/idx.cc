@@ -49,8 +49,8 @@ IdxArray readIdx(const std::string& path, int expectedRank) {
   // Magic: two zero bytes, the element type, the number of dimensions.
   if ((magic >> 16) != 0 || int((magic >> 8) & 0xff) != kUbyteType ||
       int(magic & 0xff) != expectedRank)
-    throw std::runtime_error(path + ": not an IDX ubyte file with " +
-                             std::to_string(expectedRank) + " dimension(s)");
+    throw std::runtime_error(path + ": not an IDX ubyte file with " + std::to_string(expectedRank) +
+                             " dimension(s)");
   IdxArray a;
   int64_t total = 1;
   for (int i = 0; i < expectedRank; ++i) {

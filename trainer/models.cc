@@ -8,9 +8,9 @@ namespace trainer {
 namespace {
 
 torch::nn::Sequential makeMlp() {
-  return torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(784, 256),
-                               torch::nn::ReLU(), torch::nn::Linear(256, 128),
-                               torch::nn::ReLU(), torch::nn::Linear(128, 10));
+  return torch::nn::Sequential(torch::nn::Flatten(), torch::nn::Linear(784, 256), torch::nn::ReLU(),
+                               torch::nn::Linear(256, 128), torch::nn::ReLU(),
+                               torch::nn::Linear(128, 10));
 }
 
 void addBatchNorm(torch::nn::Sequential& net, int64_t channels, bool syncBn, Comm* comm) {

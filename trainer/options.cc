@@ -74,31 +74,56 @@ bool parseOptions(int argc, char** argv, Options* o) {
       o->model = value();
       if (o->model != "cnn" && o->model != "mlp")
         throw std::invalid_argument("--model: expected cnn or mlp, got '" + o->model + "'");
-    } else if (a == "--epochs") o->epochs = toInt(a, value(), 1, 100000);
-    else if (a == "--batch") o->batch = toInt(a, value(), 1, 1 << 20);
-    else if (a == "--accum") o->accum = toInt(a, value(), 1, 1 << 20);
-    else if (a == "--lr") o->lr = toDouble(a, value(), 0, 1e3);
-    else if (a == "--momentum") o->momentum = toDouble(a, value(), 0, 1);
-    else if (a == "--weight-decay") o->weightDecay = toDouble(a, value(), 0, 1);
-    else if (a == "--bucket-mb") o->bucketMb = toDouble(a, value(), 1e-6, 1e6);
-    else if (a == "--first-bucket-mb") o->firstBucketMb = toDouble(a, value(), 1e-6, 1e6);
-    else if (a == "--sync-bn") o->syncBn = true;
-    else if (a == "--no-overlap") o->overlap = false;
-    else if (a == "--width") o->width = toInt(a, value(), 1, 4096);
-    else if (a == "--double") o->useDouble = true;
-    else if (a == "--seed") o->seed = uint64_t(toInt(a, value(), 0, kBig));
-    else if (a == "--threads") o->threads = int(toInt(a, value(), 1, 1024));
-    else if (a == "--data-dir") o->dataDir = value();
-    else if (a == "--train-limit") o->trainLimit = toInt(a, value(), 1, kBig);
-    else if (a == "--test-limit") o->testLimit = toInt(a, value(), 1, kBig);
-    else if (a == "--max-steps") o->maxSteps = toInt(a, value(), 1, kBig);
-    else if (a == "--no-eval") o->eval = false;
-    else if (a == "--checkpoint") o->checkpoint = value();
-    else if (a == "--resume") o->resume = value();
-    else if (a == "--dump-params") o->dumpParams = value();
-    else if (a == "--trace") o->trace = value();
-    else if (a == "--trace-steps") o->traceSteps = toInt(a, value(), 1, kBig);
-    else if (a == "--no-progress") o->progress = false;
+    } else if (a == "--epochs")
+      o->epochs = toInt(a, value(), 1, 100000);
+    else if (a == "--batch")
+      o->batch = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--accum")
+      o->accum = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--lr")
+      o->lr = toDouble(a, value(), 0, 1e3);
+    else if (a == "--momentum")
+      o->momentum = toDouble(a, value(), 0, 1);
+    else if (a == "--weight-decay")
+      o->weightDecay = toDouble(a, value(), 0, 1);
+    else if (a == "--bucket-mb")
+      o->bucketMb = toDouble(a, value(), 1e-6, 1e6);
+    else if (a == "--first-bucket-mb")
+      o->firstBucketMb = toDouble(a, value(), 1e-6, 1e6);
+    else if (a == "--sync-bn")
+      o->syncBn = true;
+    else if (a == "--no-overlap")
+      o->overlap = false;
+    else if (a == "--width")
+      o->width = toInt(a, value(), 1, 4096);
+    else if (a == "--double")
+      o->useDouble = true;
+    else if (a == "--seed")
+      o->seed = uint64_t(toInt(a, value(), 0, kBig));
+    else if (a == "--threads")
+      o->threads = int(toInt(a, value(), 1, 1024));
+    else if (a == "--data-dir")
+      o->dataDir = value();
+    else if (a == "--train-limit")
+      o->trainLimit = toInt(a, value(), 1, kBig);
+    else if (a == "--test-limit")
+      o->testLimit = toInt(a, value(), 1, kBig);
+    else if (a == "--max-steps")
+      o->maxSteps = toInt(a, value(), 1, kBig);
+    else if (a == "--no-eval")
+      o->eval = false;
+    else if (a == "--checkpoint")
+      o->checkpoint = value();
+    else if (a == "--resume")
+      o->resume = value();
+    else if (a == "--dump-params")
+      o->dumpParams = value();
+    else if (a == "--trace")
+      o->trace = value();
+    else if (a == "--trace-steps")
+      o->traceSteps = toInt(a, value(), 1, kBig);
+    else if (a == "--no-progress")
+      o->progress = false;
     else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }

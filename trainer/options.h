@@ -7,31 +7,31 @@
 namespace trainer {
 
 struct Options {
-  std::string model = "cnn";     // cnn | mlp
+  std::string model = "cnn";  // cnn | mlp
   int64_t epochs = 3;
-  int64_t batch = 64;            // per rank, per micro-batch (as in DDP)
-  int64_t accum = 1;             // micro-batches per optimizer step (no_sync for the others)
+  int64_t batch = 64;  // per rank, per micro-batch (as in DDP)
+  int64_t accum = 1;   // micro-batches per optimizer step (no_sync for the others)
   double lr = 0.05;
   double momentum = 0.9;
   double weightDecay = 0.0;
-  double bucketMb = 25.0;        // gradient bucket cap
-  double firstBucketMb = 1.0;    // cap of the first bucket (starts communication early)
-  bool syncBn = false;           // batch norm statistics over all ranks
-  bool overlap = true;           // launch bucket all-reduces during backward
-  int64_t width = 32;            // CNN: channels of the first convolution (second: 2x)
-  bool useDouble = false;        // float64 model and data (equivalence checks)
+  double bucketMb = 25.0;      // gradient bucket cap
+  double firstBucketMb = 1.0;  // cap of the first bucket (starts communication early)
+  bool syncBn = false;         // batch norm statistics over all ranks
+  bool overlap = true;         // launch bucket all-reduces during backward
+  int64_t width = 32;          // CNN: channels of the first convolution (second: 2x)
+  bool useDouble = false;      // float64 model and data (equivalence checks)
   uint64_t seed = 1;
-  int threads = 1;               // libtorch intra-op threads per rank
-  std::string dataDir;           // default: kDefaultDataDir
-  int64_t trainLimit = 0;        // use only the first N training samples (0: all)
-  int64_t testLimit = 0;         // evaluate on the first N test samples (0: all)
-  int64_t maxSteps = 0;          // stop after N optimizer steps in total (0: no limit)
+  int threads = 1;         // libtorch intra-op threads per rank
+  std::string dataDir;     // default: kDefaultDataDir
+  int64_t trainLimit = 0;  // use only the first N training samples (0: all)
+  int64_t testLimit = 0;   // evaluate on the first N test samples (0: all)
+  int64_t maxSteps = 0;    // stop after N optimizer steps in total (0: no limit)
   bool eval = true;
-  std::string checkpoint;        // save at the end of every epoch (rank 0 writes)
-  std::string resume;            // load this checkpoint and continue after its epoch
-  std::string dumpParams;        // final parameters and counters as text ("%r": per rank)
-  std::string trace;             // Chrome trace JSON ("%r": per rank; else rank 0 only)
-  int64_t traceSteps = 20;       // optimizer steps recorded in the trace
+  std::string checkpoint;   // save at the end of every epoch (rank 0 writes)
+  std::string resume;       // load this checkpoint and continue after its epoch
+  std::string dumpParams;   // final parameters and counters as text ("%r": per rank)
+  std::string trace;        // Chrome trace JSON ("%r": per rank; else rank 0 only)
+  int64_t traceSteps = 20;  // optimizer steps recorded in the trace
   bool progress = true;
 };
 

@@ -7,7 +7,8 @@
 namespace trainer {
 
 ProgressBar::ProgressBar(bool enabled, int64_t total, std::string label)
-    : enabled_(enabled && isatty(STDERR_FILENO)), total_(total > 0 ? total : 1),
+    : enabled_(enabled && isatty(STDERR_FILENO)),
+      total_(total > 0 ? total : 1),
       label_(std::move(label)) {}
 
 void ProgressBar::update(int64_t done, double loss) {

@@ -20,15 +20,16 @@ struct SplitMix64 {
   uint64_t below(uint64_t n) {
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
-    do x = next(); while (x >= limit);
+    do x = next();
+    while (x >= limit);
     return x % n;
   }
 };
 
 }  // namespace
 
-DistributedSampler::DistributedSampler(int64_t datasetSize, int rank, int worldSize,
-                                       bool shuffle, uint64_t seed)
+DistributedSampler::DistributedSampler(int64_t datasetSize, int rank, int worldSize, bool shuffle,
+                                       uint64_t seed)
     : size_(datasetSize), rank_(rank), world_(worldSize), shuffle_(shuffle), seed_(seed) {
   if (datasetSize <= 0) throw std::invalid_argument("sampler: empty dataset");
   if (worldSize <= 0 || rank < 0 || rank >= worldSize)
@@ -41,7 +42,8 @@ std::vector<int64_t> DistributedSampler::paddedOrder() const {
   std::iota(order.begin(), order.end(), int64_t(0));
   if (shuffle_) {
     SplitMix64 g{seed_ * 0x100000001b3ull + uint64_t(epoch_)};
-    for (int64_t i = size_ - 1; i > 0; --i) std::swap(order[size_t(i)], order[g.below(uint64_t(i) + 1)]);
+    for (int64_t i = size_ - 1; i > 0; --i)
+      std::swap(order[size_t(i)], order[g.below(uint64_t(i) + 1)]);
   }
   // Pad by wrapping so that every rank gets the same number of samples.
   int64_t total = perRank_ * world_;

@@ -14,8 +14,8 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model,
     optimizer.save(optimizerArchive);
     archive.write("model", modelArchive);
     archive.write("optimizer", optimizerArchive);
-    archive.write("progress", torch::tensor({progress.epochsDone, progress.steps,
-                                             progress.microSteps}));
+    archive.write("progress",
+                  torch::tensor({progress.epochsDone, progress.steps, progress.microSteps}));
     std::string tmp = path + ".tmp";
     archive.save_to(tmp);
     if (std::rename(tmp.c_str(), path.c_str()) != 0)

@@ -16,8 +16,8 @@ namespace trainer {
 
 struct Progress {
   int64_t epochsDone = 0;
-  int64_t steps = 0;        // optimizer steps
-  int64_t microSteps = 0;   // forward/backward passes
+  int64_t steps = 0;       // optimizer steps
+  int64_t microSteps = 0;  // forward/backward passes
 };
 
 void saveCheckpoint(const std::string& path, torch::nn::Module& model,

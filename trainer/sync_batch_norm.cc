@@ -8,8 +8,7 @@ namespace {
 // Sum over ranks, differentiable: the adjoint of "every rank gets the sum of all x" is
 // "every rank's input gradient is the sum of all output gradients".
 struct AllReduceSum : public torch::autograd::Function<AllReduceSum> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
-                               Comm* comm) {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x, Comm* comm) {
     ctx->saved_data["comm"] = reinterpret_cast<int64_t>(comm);
     torch::Tensor y = x.contiguous().clone();
     allReduceTensor(*comm, y, chorusSum);

@@ -26,14 +26,18 @@ void TraceWriter::write(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
   // Lane names, so the viewer shows "main" and "chorus stream" instead of numbers.
-  std::fprintf(f,
-               "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
-               "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"main (compute)\"}},\n"
-               "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"chorus stream (all-reduce)\"}}",
-               rank_, rank_, rank_, rank_);
+  std::fprintf(
+      f,
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"main "
+      "(compute)\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"chorus "
+      "stream (all-reduce)\"}}",
+      rank_, rank_, rank_, rank_);
   for (const Event& e : events_) {
     // Names are ours (no quotes or backslashes), so no escaping is needed.
-    std::fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f",
+    std::fprintf(f,
+                 ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f",
                  e.name.c_str(), rank_, int(e.lane), e.start, e.dur);
     if (!e.args.empty()) std::fprintf(f, ",\"args\":{%s}", e.args.c_str());
     std::fprintf(f, "}");

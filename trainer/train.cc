@@ -72,9 +72,9 @@ void train(const Options& opts, Comm& comm) {
   // From here on, randomness that must differ between ranks (dropout, augmentation) does.
   torch::manual_seed(opts.seed + 1000003ull * uint64_t(rank + 1));
 
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(opts.lr)
-                                                       .momentum(opts.momentum)
-                                                       .weight_decay(opts.weightDecay));
+  torch::optim::SGD optimizer(
+      model->parameters(),
+      torch::optim::SGDOptions(opts.lr).momentum(opts.momentum).weight_decay(opts.weightDecay));
   Progress progress;
   if (!opts.resume.empty()) {
     progress = loadCheckpoint(opts.resume, *model, optimizer, comm);
@@ -94,13 +94,13 @@ void train(const Options& opts, Comm& comm) {
                                 ") exceeds the " + std::to_string(sampler.samplesPerRank()) +
                                 " samples of each rank");
   if (talk)
-    std::printf("chorus-train: model %s, %d rank(s) (%s), batch %lld per rank x %d rank(s) x "
-                "accum %lld = %lld per step, %lld steps/epoch, %zu gradient bucket(s), "
-                "sync-bn %s, %d torch thread(s) per rank, %s\n",
-                opts.model.c_str(), world, comm.how(), (long long)opts.batch, world,
-                (long long)opts.accum, (long long)(opts.batch * world * opts.accum),
-                (long long)stepsPerEpoch, ddp.numBuckets(), opts.syncBn ? "on" : "off",
-                opts.threads, opts.useDouble ? "float64" : "float32");
+    std::printf(
+        "chorus-train: model %s, %d rank(s) (%s), batch %lld per rank x %d rank(s) x "
+        "accum %lld = %lld per step, %lld steps/epoch, %zu gradient bucket(s), "
+        "sync-bn %s, %d torch thread(s) per rank, %s\n",
+        opts.model.c_str(), world, comm.how(), (long long)opts.batch, world, (long long)opts.accum,
+        (long long)(opts.batch * world * opts.accum), (long long)stepsPerEpoch, ddp.numBuckets(),
+        opts.syncBn ? "on" : "off", opts.threads, opts.useDouble ? "float64" : "float32");
 
   const int64_t firstStep = progress.steps;
   bool stop = false;
@@ -139,9 +139,9 @@ void train(const Options& opts, Comm& comm) {
         ddp.finishBackward();
         if (tracing) {
           trace.span("forward", TraceWriter::kMainLane, t0, t1);
-          trace.span("backward", TraceWriter::kMainLane, t1, t2,
-                     "\"step\":" + std::to_string(progress.steps) +
-                         ",\"micro\":" + std::to_string(m));
+          trace.span(
+              "backward", TraceWriter::kMainLane, t1, t2,
+              "\"step\":" + std::to_string(progress.steps) + ",\"micro\":" + std::to_string(m));
         }
         tally.lossSum += loss.item<double>() * double(opts.batch);
         tally.correct += double(logits.argmax(1).eq(y).sum().item<int64_t>());
@@ -164,8 +164,8 @@ void train(const Options& opts, Comm& comm) {
     const double commSeconds = comm.waitSeconds() - waitBefore;
 
     // Epoch summary over all ranks.
-    torch::Tensor sums = torch::tensor({tally.lossSum, tally.correct, tally.samples, trainSeconds},
-                                       torch::kDouble);
+    torch::Tensor sums =
+        torch::tensor({tally.lossSum, tally.correct, tally.samples, trainSeconds}, torch::kDouble);
     allReduceTensor(comm, sums, chorusSum);
     const double samples = sums[2].item<double>();
     const double wall = sums[3].item<double>() / world;  // mean over ranks
@@ -178,11 +178,12 @@ void train(const Options& opts, Comm& comm) {
     }
     if (stepsThisEpoch > 0) progress.epochsDone = epoch + 1;
     if (talk && samples > 0)
-      std::printf("epoch %lld/%lld  loss %.4f  train-acc %.2f%%  test-acc %s  samples/s %.0f  "
-                  "comm %.2fs  compute %.2fs  (%lld steps)\n",
-                  (long long)epoch + 1, (long long)opts.epochs, sums[0].item<double>() / samples,
-                  100.0 * sums[1].item<double>() / samples, testAcc.c_str(), samples / wall,
-                  commSeconds, trainSeconds - commSeconds, (long long)stepsThisEpoch);
+      std::printf(
+          "epoch %lld/%lld  loss %.4f  train-acc %.2f%%  test-acc %s  samples/s %.0f  "
+          "comm %.2fs  compute %.2fs  (%lld steps)\n",
+          (long long)epoch + 1, (long long)opts.epochs, sums[0].item<double>() / samples,
+          100.0 * sums[1].item<double>() / samples, testAcc.c_str(), samples / wall, commSeconds,
+          trainSeconds - commSeconds, (long long)stepsThisEpoch);
     std::fflush(stdout);
     if (!opts.checkpoint.empty() && !stop)
       saveCheckpoint(opts.checkpoint, *model, optimizer, progress, comm);
@@ -192,8 +193,8 @@ void train(const Options& opts, Comm& comm) {
     // Nothing left to train (a resumed, finished run): just evaluate.
     EvalResult r = evaluate(model, testSet.images, testSet.labels, comm);
     if (talk)
-      std::printf("test-acc %.4f%% (%lld of %lld)\n", 100.0 * r.accuracy(),
-                  (long long)r.correct, (long long)r.total);
+      std::printf("test-acc %.4f%% (%lld of %lld)\n", 100.0 * r.accuracy(), (long long)r.correct,
+                  (long long)r.total);
   }
   std::string dump = perRankPath(opts.dumpParams, rank);
   if (!dump.empty()) dumpParams(dump, *model, progress, comm.allReduceCalls(), ddp.numBuckets());

@@ -29,8 +29,8 @@ struct PeerInfo {
   uint64_t hostHash;  ///< hostname + boot id (or CHORUS_HOSTID)
   int32_t pid;
   int32_t rank;
-  int32_t cudaDev;    ///< -1 on host-only builds
-  int32_t ncpus;      ///< usable cores of this rank's process (tuning takes the minimum)
+  int32_t cudaDev;  ///< -1 on host-only builds
+  int32_t ncpus;    ///< usable cores of this rank's process (tuning takes the minimum)
 };
 
 class SendConn {
@@ -51,7 +51,10 @@ class SendConn {
   /// For callers that poll with tryAcquire (send/recv batches) and so never see a waiting
   /// call's error: chorusSuccess while the connection can still deliver, else the error
   /// (message set) a blocking call would return. May cost a system call: call it rarely.
-  virtual chorusResult_t check(const char* what) { (void)what; return chorusSuccess; }
+  virtual chorusResult_t check(const char* what) {
+    (void)what;
+    return chorusSuccess;
+  }
 };
 
 class RecvConn {
@@ -73,7 +76,10 @@ class RecvConn {
   virtual void releaseLL() = 0;
   /// As SendConn::check, for callers polling with test(); call it after test() found
   /// nothing (what arrived before a failure is still delivered).
-  virtual chorusResult_t check(const char* what) { (void)what; return chorusSuccess; }
+  virtual chorusResult_t check(const char* what) {
+    (void)what;
+    return chorusSuccess;
+  }
 };
 
 /// Point-to-point records between two ranks while they connect (rdma swaps its per-pair
@@ -100,29 +106,29 @@ struct ShmOptions {
 };
 
 struct TcpOptions {
-  SockAddr bindAddr;          ///< listen here; no family: the interface `ifname` picks
-  std::string ifname;         ///< CHORUS_SOCKET_IFNAME (syntax: src/net/netif.h)
-  int nsocks = 2;             ///< CHORUS_NSOCKS, 1..tcp::kMaxSocks
-  size_t slotBytes = 0;       ///< 0: max(chunkBytes, the communicator's slot)
-  int64_t chunkBytes = 512 << 10;  ///< CHORUS_TCP_CHUNKSIZE, within [4 KiB, 1 GiB]
-  int depth = 0;              ///< 0: buffBytes / slot, clamped to [2, 16]
-  int64_t buffBytes = 4 << 20;     ///< CHORUS_BUFFSIZE
-  int64_t sockBuf = 4 << 20;  ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
-  size_t minStripe = 64 << 10;  ///< shortest stripe worth its own socket
+  SockAddr bindAddr;                   ///< listen here; no family: the interface `ifname` picks
+  std::string ifname;                  ///< CHORUS_SOCKET_IFNAME (syntax: src/net/netif.h)
+  int nsocks = 2;                      ///< CHORUS_NSOCKS, 1..tcp::kMaxSocks
+  size_t slotBytes = 0;                ///< 0: max(chunkBytes, the communicator's slot)
+  int64_t chunkBytes = 512 << 10;      ///< CHORUS_TCP_CHUNKSIZE, within [4 KiB, 1 GiB]
+  int depth = 0;                       ///< 0: buffBytes / slot, clamped to [2, 16]
+  int64_t buffBytes = 4 << 20;         ///< CHORUS_BUFFSIZE
+  int64_t sockBuf = 4 << 20;           ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
+  size_t minStripe = 64 << 10;         ///< shortest stripe worth its own socket
   int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
 };
 
 struct RdmaOptions {
-  bool disable = false;         ///< CHORUS_IB_DISABLE
-  std::string hca;              ///< CHORUS_IB_HCA
-  int gidIndex = -1;            ///< CHORUS_IB_GID_INDEX (-1: choose)
-  int ackTimeout = 18;          ///< CHORUS_IB_TIMEOUT, 1..31
-  int retryCnt = 7;             ///< CHORUS_IB_RETRY_CNT, 0..7
-  int sl = 0;                   ///< CHORUS_IB_SL, 0..15
-  int trafficClass = 0;         ///< CHORUS_IB_TC, 0..255
-  size_t regCacheBytes = 1ull << 30;  ///< CHORUS_IB_REG_CACHE
-  size_t slotBytes = 0;         ///< 0: the communicator's slot size
-  int depth = 0;                ///< 0: the communicator's FIFO depth
+  bool disable = false;                ///< CHORUS_IB_DISABLE
+  std::string hca;                     ///< CHORUS_IB_HCA
+  int gidIndex = -1;                   ///< CHORUS_IB_GID_INDEX (-1: choose)
+  int ackTimeout = 18;                 ///< CHORUS_IB_TIMEOUT, 1..31
+  int retryCnt = 7;                    ///< CHORUS_IB_RETRY_CNT, 0..7
+  int sl = 0;                          ///< CHORUS_IB_SL, 0..15
+  int trafficClass = 0;                ///< CHORUS_IB_TC, 0..255
+  size_t regCacheBytes = 1ull << 30;   ///< CHORUS_IB_REG_CACHE
+  size_t slotBytes = 0;                ///< 0: the communicator's slot size
+  int depth = 0;                       ///< 0: the communicator's FIFO depth
   int64_t timeoutNs = 300000000000ll;  ///< connect / drain deadline (CHORUS_TIMEOUT_S)
 };
 
@@ -132,10 +138,10 @@ struct TransportContext {
   int rank;
   int nranks;
   const std::vector<PeerInfo>* peers;
-  uint64_t commHash;       ///< unique per communicator (names shared segments)
-  size_t slotBytes;        ///< CHORUS_CHUNKSIZE
+  uint64_t commHash;  ///< unique per communicator (names shared segments)
+  size_t slotBytes;   ///< CHORUS_CHUNKSIZE
   int fifoDepth;
-  size_t llBytes;          ///< CHORUS_LL_THRESHOLD
+  size_t llBytes;  ///< CHORUS_LL_THRESHOLD
   /// Point-to-point records between two ranks during connect (see PeerExchange).
   PeerExchange* exchange = nullptr;
   ShmOptions shm;

@@ -36,8 +36,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <class T, class F>
-cudaError_t launch(const ReduceSpec& spec, void* dst, const void* acc, const void* local,
-                   size_t n, unsigned flags, cudaStream_t stream) {
+cudaError_t launch(const ReduceSpec& spec, void* dst, const void* acc, const void* local, size_t n,
+                   unsigned flags, cudaStream_t stream) {
   const uintptr_t addrs = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(acc) |
                           reinterpret_cast<uintptr_t>(local);
   if (addrs % alignof(T) != 0) return cudaErrorInvalidValue;  // would fault on the device

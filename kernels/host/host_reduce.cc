@@ -37,20 +37,36 @@ inline void storeT(uchar* p, T v) {
 
 // The four operations: a scalar functor from reduce.h and its register twin.
 struct OpSum {
-  template <class T> using F = FuncSum<T>;
-  template <class C> static Vec<C> v(Vec<C> a, Vec<C> b) { return vec::VMath<C>::add(a, b); }
+  template <class T>
+  using F = FuncSum<T>;
+  template <class C>
+  static Vec<C> v(Vec<C> a, Vec<C> b) {
+    return vec::VMath<C>::add(a, b);
+  }
 };
 struct OpProd {
-  template <class T> using F = FuncProd<T>;
-  template <class C> static Vec<C> v(Vec<C> a, Vec<C> b) { return vec::VMath<C>::mul(a, b); }
+  template <class T>
+  using F = FuncProd<T>;
+  template <class C>
+  static Vec<C> v(Vec<C> a, Vec<C> b) {
+    return vec::VMath<C>::mul(a, b);
+  }
 };
 struct OpMax {
-  template <class T> using F = FuncMax<T>;
-  template <class C> static Vec<C> v(Vec<C> a, Vec<C> b) { return vec::VMath<C>::max(a, b); }
+  template <class T>
+  using F = FuncMax<T>;
+  template <class C>
+  static Vec<C> v(Vec<C> a, Vec<C> b) {
+    return vec::VMath<C>::max(a, b);
+  }
 };
 struct OpMin {
-  template <class T> using F = FuncMin<T>;
-  template <class C> static Vec<C> v(Vec<C> a, Vec<C> b) { return vec::VMath<C>::min(a, b); }
+  template <class T>
+  using F = FuncMin<T>;
+  template <class C>
+  static Vec<C> v(Vec<C> a, Vec<C> b) {
+    return vec::VMath<C>::min(a, b);
+  }
 };
 
 /// The decorations of one call, in storage and register form.
@@ -58,7 +74,7 @@ template <class L>
 struct Extra {
   typename L::Storage scalar{};  // preMul factor
   typename L::V scalarV{};       // the same, widened and broadcast
-  int n = 1;                   // postDiv divisor
+  int n = 1;                     // postDiv divisor
 };
 
 /// dst = post(acc OP pre(local)) for one element, the reduce.h way.
@@ -68,7 +84,8 @@ inline void scalarOne(uchar* d, const uchar* a, const uchar* l, size_t i, const 
   const size_t off = i * L::kSize;
   T v = loadT<T>(l + off);
   if constexpr (kPre) v = applyPreMul(v, x.scalar);
-  if constexpr (kAcc) v = typename Op::template F<T>()(loadT<T>(a + off), v);  // a may be null otherwise
+  if constexpr (kAcc)
+    v = typename Op::template F<T>()(loadT<T>(a + off), v);  // a may be null otherwise
   if constexpr (kPost) v = applyPostDiv(v, x.n);
   storeT(d + off, v);
 }
@@ -100,8 +117,10 @@ void run(uchar* d, const uchar* a, const uchar* l, size_t n, const Extra<L>& x, 
   using V = typename L::V;
   auto one = [&](size_t i) { scalarOne<L, Op, kAcc, kPre, kPost>(d, a, l, i, x); };
   auto loadA = [&](size_t i) {
-    if constexpr (kAcc) return L::load(a + i * S);
-    else return V{};
+    if constexpr (kAcc)
+      return L::load(a + i * S);
+    else
+      return V{};
   };
   auto calc = [&](V lv, V av) { return vecOne<L, Op, kAcc, kPre, kPost>(lv, av, x); };
 
@@ -213,8 +232,8 @@ void reduceType(const ReduceSpec& spec, uchar* d, const uchar* a, const uchar* l
   }
 }
 
-void reduceImpl(const ReduceSpec& spec, void* dst, const void* acc, const void* local,
-                size_t count, unsigned flags) {
+void reduceImpl(const ReduceSpec& spec, void* dst, const void* acc, const void* local, size_t count,
+                unsigned flags) {
   if (count == 0) return;
   auto* d = static_cast<uchar*>(dst);
   auto* a = static_cast<const uchar*>(acc);
@@ -280,17 +299,25 @@ void convert(void* dst, const void* src, size_t n) {
     for (; i < n; ++i) storeT(d + i * 2, Elem<Store>::fromC(loadT<float>(s + i * 4)));
   }
 }
-void halfToFloatImpl(float* d, const uint16_t* s, size_t n) { convert<vec::HalfLanes, true>(d, s, n); }
-void floatToHalfImpl(uint16_t* d, const float* s, size_t n) { convert<vec::HalfLanes, false>(d, s, n); }
-void bf16ToFloatImpl(float* d, const uint16_t* s, size_t n) { convert<vec::Bf16Lanes, true>(d, s, n); }
-void floatToBf16Impl(uint16_t* d, const float* s, size_t n) { convert<vec::Bf16Lanes, false>(d, s, n); }
+void halfToFloatImpl(float* d, const uint16_t* s, size_t n) {
+  convert<vec::HalfLanes, true>(d, s, n);
+}
+void floatToHalfImpl(uint16_t* d, const float* s, size_t n) {
+  convert<vec::HalfLanes, false>(d, s, n);
+}
+void bf16ToFloatImpl(float* d, const uint16_t* s, size_t n) {
+  convert<vec::Bf16Lanes, true>(d, s, n);
+}
+void floatToBf16Impl(uint16_t* d, const float* s, size_t n) {
+  convert<vec::Bf16Lanes, false>(d, s, n);
+}
 
 }  // namespace
 
 extern const IsaOps kOps;
-const IsaOps kOps = {CHORUS_ISA_NAME, reduceImpl,     copyImpl,        halfToFloatImpl,
+const IsaOps kOps = {CHORUS_ISA_NAME, reduceImpl,      copyImpl,       halfToFloatImpl,
                      floatToHalfImpl, bf16ToFloatImpl, floatToBf16Impl};
 
-}  // inline namespace CHORUS_ISA_NS
+}  // namespace CHORUS_ISA_NS
 }  // namespace kernels
 }  // namespace chorus

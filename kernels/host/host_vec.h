@@ -129,15 +129,20 @@ struct VMath {
   using V = Vec<C>;
   static constexpr bool kInt = std::is_integral<C>::value;
   // Integer sum/prod go through the unsigned type: wrap-around, no UB.
-  using UV = Vec<typename std::conditional<kInt, std::make_unsigned<C>, std::common_type<C>>::type::type>;
+  using UV =
+      Vec<typename std::conditional<kInt, std::make_unsigned<C>, std::common_type<C>>::type::type>;
 
   static V add(V a, V b) {
-    if constexpr (kInt) return (V)((UV)a + (UV)b);
-    else return a + b;
+    if constexpr (kInt)
+      return (V)((UV)a + (UV)b);
+    else
+      return a + b;
   }
   static V mul(V a, V b) {
-    if constexpr (kInt) return (V)((UV)a * (UV)b);
-    else return a * b;
+    if constexpr (kInt)
+      return (V)((UV)a * (UV)b);
+    else
+      return a * b;
   }
   static V max(V a, V b) {
     if constexpr (kInt) {
@@ -233,7 +238,8 @@ struct HalfConv {
   }
   static VH narrow(VF f) {
 #if CHORUS_VEC_F16C && CHORUS_VEC_BYTES == 64
-    return (VH)_mm512_maskz_cvtps_ph(0xffff, (__m512)f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return (VH)_mm512_maskz_cvtps_ph(0xffff, (__m512)f,
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 #elif CHORUS_VEC_F16C
     return (VH)_mm256_cvtps_ph((__m256)f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 #else
@@ -305,6 +311,6 @@ using HalfLanes = Lanes16<f16, HalfConv>;
 using Bf16Lanes = Lanes16<bf16, Bf16Conv>;
 
 }  // namespace vec
-}  // inline namespace CHORUS_ISA_NS
+}  // namespace CHORUS_ISA_NS
 }  // namespace kernels
 }  // namespace chorus

@@ -27,31 +27,34 @@ size_t parseBytes(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (end && *end ? *end : ' ') {
-    case 'K': case 'k': v *= 1024.0; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'K':
+    case 'k': v *= 1024.0; break;
+    case 'M':
+    case 'm': v *= 1024.0 * 1024; break;
+    case 'G':
+    case 'g': v *= 1024.0 * 1024 * 1024; break;
     default: break;
   }
   return static_cast<size_t>(v);
 }
 
 // Prints what failed and leaves with status 1 (the launcher stops the other ranks).
-#define CUDA_OR_DIE(call)                                                                   \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define CUDA_OR_DIE(call)                                                             \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
-#define CHORUS_OR_DIE(call)                                                                 \
-  do {                                                                                      \
-    chorusResult_t r_ = (call);                                                             \
-    if (r_ != chorusSuccess) {                                                              \
-      std::fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #call, chorusGetErrorString(r_),  \
-                   chorusGetLastError(comm));                                               \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define CHORUS_OR_DIE(call)                                                                \
+  do {                                                                                     \
+    chorusResult_t r_ = (call);                                                            \
+    if (r_ != chorusSuccess) {                                                             \
+      std::fprintf(stderr, "rank %d: %s: %s: %s\n", rank, #call, chorusGetErrorString(r_), \
+                   chorusGetLastError(comm));                                              \
+      std::exit(1);                                                                        \
+    }                                                                                      \
   } while (0)
 
 }  // namespace
@@ -68,14 +71,21 @@ int main(int argc, char** argv) {
   int factor = 2, iters = 20, warmup = 5, device = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "-b") minBytes = parseBytes(argv[i + 1]);
-    else if (a == "-e") maxBytes = parseBytes(argv[i + 1]);
-    else if (a == "-f") factor = std::atoi(argv[i + 1]);
-    else if (a == "-n") iters = std::atoi(argv[i + 1]);
-    else if (a == "-w") warmup = std::atoi(argv[i + 1]);
-    else if (a == "-g") device = std::atoi(argv[i + 1]);
+    if (a == "-b")
+      minBytes = parseBytes(argv[i + 1]);
+    else if (a == "-e")
+      maxBytes = parseBytes(argv[i + 1]);
+    else if (a == "-f")
+      factor = std::atoi(argv[i + 1]);
+    else if (a == "-n")
+      iters = std::atoi(argv[i + 1]);
+    else if (a == "-w")
+      warmup = std::atoi(argv[i + 1]);
+    else if (a == "-g")
+      device = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: all_reduce_device_perf [-b B] [-e B] [-f F] [-n N] [-w N] [-g DEV]\n");
+      std::fprintf(stderr,
+                   "usage: all_reduce_device_perf [-b B] [-e B] [-f F] [-n N] [-w N] [-g DEV]\n");
       return 2;
     }
   }
@@ -103,10 +113,11 @@ int main(int argc, char** argv) {
   const float expect = static_cast<float>(n) * (n + 1) / 2;
 
   if (rank == 0) {
-    std::printf("# all_reduce_device_perf: %d ranks (%s), float32 sum, device buffers, GPU %d of %d\n",
-                n, how, device, ndev);
-    std::printf("# %12s %12s %10s %10s %10s %8s\n", "size(B)", "count", "time(us)", "algbw", "busbw",
-                "#wrong");
+    std::printf(
+        "# all_reduce_device_perf: %d ranks (%s), float32 sum, device buffers, GPU %d of %d\n", n,
+        how, device, ndev);
+    std::printf("# %12s %12s %10s %10s %10s %8s\n", "size(B)", "count", "time(us)", "algbw",
+                "busbw", "#wrong");
   }
   int wrongTotal = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes && bytes >= sizeof(float);
@@ -131,9 +142,11 @@ int main(int argc, char** argv) {
     const double algbw = static_cast<double>(bytes) / us / 1e3;  // GB/s
     const double busbw = algbw * 2.0 * (n - 1) / n;
     if (rank == 0)
-      std::printf("  %12zu %12zu %10.2f %10.2f %10.2f %8d\n", bytes, count, us, algbw, busbw, wrong);
+      std::printf("  %12zu %12zu %10.2f %10.2f %10.2f %8d\n", bytes, count, us, algbw, busbw,
+                  wrong);
   }
-  if (rank == 0) std::printf("# Out of bounds values : %d %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
+  if (rank == 0)
+    std::printf("# Out of bounds values : %d %s\n", wrongTotal, wrongTotal ? "FAILED" : "OK");
   CHORUS_OR_DIE(chorusStreamDestroy(stream));
   cudaFree(send);
   cudaFree(recv);

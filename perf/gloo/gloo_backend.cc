@@ -378,8 +378,7 @@ class GlooBackend : public Backend {
         gloo::ScatterOptions o(context_);
         if (rank_ == root) {
           std::vector<T*> ins;
-          for (int i = 0; i < nranks_; ++i)
-            ins.push_back(mut<T>(blockOf(sendbuf, i, count, t)));
+          for (int i = 0; i < nranks_; ++i) ins.push_back(mut<T>(blockOf(sendbuf, i, count, t)));
           o.setInputs(ins, count);
         }
         o.setOutput(static_cast<T*>(recvbuf), count);

@@ -74,8 +74,8 @@ class MpiBackend : public Backend {
   int allReduce(const void* sendbuf, void* recvbuf, size_t count, DataType t, RedOp op) override {
     if (tooBig(count, "MPI_Allreduce")) return 1;
     const void* in = sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf;
-    int rc = MPI_Allreduce(in, recvbuf, static_cast<int>(count), mpiType(t), mpiOp(op),
-                           MPI_COMM_WORLD);
+    int rc =
+        MPI_Allreduce(in, recvbuf, static_cast<int>(count), mpiType(t), mpiOp(op), MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return fail(rc, "MPI_Allreduce");
     if (op == kAvg) divideAll(recvbuf, count, t);
     return 0;
@@ -149,8 +149,8 @@ class MpiBackend : public Backend {
       return ok(MPI_Sendrecv_replace(recvbuf, c, mpiType(t), sendPeer, 0, recvPeer, 0,
                                      MPI_COMM_WORLD, MPI_STATUS_IGNORE),
                 "MPI_Sendrecv_replace");
-    return ok(MPI_Sendrecv(sendbuf, c, mpiType(t), sendPeer, 0, recvbuf, c, mpiType(t), recvPeer,
-                           0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    return ok(MPI_Sendrecv(sendbuf, c, mpiType(t), sendPeer, 0, recvbuf, c, mpiType(t), recvPeer, 0,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
               "MPI_Sendrecv");
   }
   int barrierColl() override { return barrier(); }

@@ -1,7 +1,7 @@
 // algorithms.h — collectives as schedules of primitive steps.
 //
-// An algorithm gets a resolved call (CollArgs, src/core/coll.h) and a plan from tuning (which algorithm,
-// which protocol, what piece size) and drives Prims. It never knows which transport
+// An algorithm gets a resolved call (CollArgs, src/core/coll.h) and a plan from tuning (which
+// algorithm, which protocol, what piece size) and drives Prims. It never knows which transport
 // carries its bytes.
 #pragma once
 

@@ -69,7 +69,9 @@ chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& pl
     // Split this loop's elements evenly over the ranks' chunks.
     const size_t chunk = std::min(pieceElems, (remaining + n - 1) / static_cast<size_t>(n));
     auto off = [&](int c) { return std::min(base + static_cast<size_t>(c) * chunk, count); };
-    auto len = [&](int c) { return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c); };
+    auto len = [&](int c) {
+      return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c);
+    };
 
     // Reduce-scatter: chunk `rank` starts here, chunk `rank+1` finishes here.
     int c = rank;
@@ -79,8 +81,8 @@ chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& pl
       CHORUS_CHECK(p.recvReduceSend(prev, next, in + off(c) * elem, len(c)));
     }
     c = (rank + 1) % n;
-    CHORUS_CHECK(p.recvReduceCopySend(prev, next, in + off(c) * elem, out + off(c) * elem,
-                                      len(c), true));
+    CHORUS_CHECK(
+        p.recvReduceCopySend(prev, next, in + off(c) * elem, out + off(c) * elem, len(c), true));
     // All-gather of the finished chunks.
     for (int s = 1; s < n - 1; ++s) {
       c = (rank + 1 - s + n) % n;
@@ -107,7 +109,8 @@ chorusResult_t treeUp(const TreeLinks& t, Prims& p, const char* pin, char* pout,
   // First partial into the output buffer (as scratch), then fold in the other children.
   // The partial is already pre-multiplied, so no pre after the first step.
   CHORUS_CHECK(p.recvReduceCopy(ch[0], pin, pout, cnt, false));
-  for (int i = 1; i < nc - 1; ++i) CHORUS_CHECK(p.recvReduceCopy(ch[i], pout, pout, cnt, false, false));
+  for (int i = 1; i < nc - 1; ++i)
+    CHORUS_CHECK(p.recvReduceCopy(ch[i], pout, pout, cnt, false, false));
   if (parent < 0) return p.recvReduceCopy(ch[nc - 1], pout, pout, cnt, true, false);
   return p.recvReduceSend(ch[nc - 1], parent, pout, cnt, false);
 }
@@ -115,7 +118,8 @@ chorusResult_t treeUp(const TreeLinks& t, Prims& p, const char* pin, char* pout,
 // The root's result back down the same tree.
 chorusResult_t treeDown(const TreeLinks& t, Prims& p, char* pout, size_t cnt) {
   if (t.parent < 0) return p.sendMany(t.children.data(), t.nchildren, pout, cnt);
-  if (t.nchildren > 0) return p.recvCopySendMany(t.parent, t.children.data(), t.nchildren, pout, cnt);
+  if (t.nchildren > 0)
+    return p.recvCopySendMany(t.parent, t.children.data(), t.nchildren, pout, cnt);
   return p.recv(t.parent, pout, cnt);
 }
 
@@ -141,8 +145,8 @@ chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& pl
     for (int t = 0; t < 2; ++t) {
       if (k >= len[t]) continue;
       const size_t off = first[t] + k, cnt = std::min(pieceElems, len[t] - k);
-      CHORUS_CHECK(treeUp(comm->trees[static_cast<size_t>(t)], p, in + off * elem,
-                          out + off * elem, cnt));
+      CHORUS_CHECK(
+          treeUp(comm->trees[static_cast<size_t>(t)], p, in + off * elem, out + off * elem, cnt));
     }
     for (int t = 0; t < 2; ++t) {
       if (k >= len[t]) continue;

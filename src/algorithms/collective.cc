@@ -30,8 +30,7 @@ chorusResult_t runSingleRank(const CollArgs& a) {
     case Coll::AllToAll:
       if (a.recvbuf != a.sendbuf && bytes) std::memmove(a.recvbuf, a.sendbuf, bytes);
       return chorusSuccess;
-    default:
-      return chorusSuccess;
+    default: return chorusSuccess;
   }
 }
 
@@ -42,10 +41,8 @@ size_t resultBytes(const chorusComm* comm, const CollArgs& a) {
     case Coll::ReduceScatter:
     case Coll::AllToAll:
     case Coll::Scatter:
-    case Coll::Gather:
-      return bytes * static_cast<size_t>(comm->nranks);
-    default:
-      return bytes;
+    case Coll::Gather: return bytes * static_cast<size_t>(comm->nranks);
+    default: return bytes;
   }
 }
 
@@ -88,8 +85,9 @@ void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uin
   // communicator). Usage errors and aborts are not hangs.
   if (r != chorusTimeout && r != chorusRemoteError) return;
   char reason[96];
-  std::snprintf(reason, sizeof reason, "%s in %s #%llu", r == chorusTimeout ? "timeout" : "peer failure",
-                what, static_cast<unsigned long long>(seq));
+  std::snprintf(reason, sizeof reason, "%s in %s #%llu",
+                r == chorusTimeout ? "timeout" : "peer failure", what,
+                static_cast<unsigned long long>(seq));
   frDumpIfConfigured(comm, reason, true, threadLastError());
 }
 

@@ -46,8 +46,9 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
     const size_t sb = selfSends[i]->count * kernels::typeSize(selfSends[i]->type);
     const size_t rb = selfRecvs[i]->count * kernels::typeSize(selfRecvs[i]->type);
     if (sb != rb)
-      CHORUS_FAIL(chorusInvalidUsage, "rank %d: self send of %zu bytes matched a self receive of %zu",
-                  comm->rank, sb, rb);
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "rank %d: self send of %zu bytes matched a self receive of %zu", comm->rank, sb,
+                  rb);
     std::memmove(selfRecvs[i]->recvbuf, selfSends[i]->sendbuf, sb);
   }
 
@@ -113,7 +114,8 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
       char what[96];
       snprintf(what, sizeof(what), "a %s of %zu bytes %s rank %d", s.isSend ? "send" : "receive",
                s.bytes, s.isSend ? "to" : "from", s.op->root);
-      chorusResult_t r = s.isSend ? comm->sendConn[peer]->check(what) : comm->recvConn[peer]->check(what);
+      chorusResult_t r =
+          s.isSend ? comm->sendConn[peer]->check(what) : comm->recvConn[peer]->check(what);
       if (r != chorusSuccess) return r;
     }
     return chorusSuccess;
@@ -148,10 +150,9 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
           return fail(r, __FILE__, __LINE__,
                       "rank %d: %s of %zu bytes %s rank %d stopped at byte %zu (%s): is the "
                       "matching %s posted on rank %d?",
-                      comm->rank, s.isSend ? "send" : "receive", s.bytes,
-                      s.isSend ? "to" : "from", s.op->root, s.done,
-                      r == chorusTimeout ? "timeout" : "aborted", s.isSend ? "receive" : "send",
-                      s.op->root);
+                      comm->rank, s.isSend ? "send" : "receive", s.bytes, s.isSend ? "to" : "from",
+                      s.op->root, s.done, r == chorusTimeout ? "timeout" : "aborted",
+                      s.isSend ? "receive" : "send", s.op->root);
       return r;
     }
   }
@@ -209,7 +210,8 @@ chorusResult_t runP2pBatch(chorusComm* comm, const CollArgs* ops, int nops) {
   // Zero-byte and self operations, and on failure the unfinished ones (the finished ones
   // were marked as they completed).
   for (int i = 0; i < nops; ++i) fr.finish(ops[i].frId, r);
-  if (__builtin_expect(r != chorusSuccess, 0)) frOperationFailed(comm, r, "send/recv p2p", firstSeq);
+  if (__builtin_expect(r != chorusSuccess, 0))
+    frOperationFailed(comm, r, "send/recv p2p", firstSeq);
   return r;
 }
 

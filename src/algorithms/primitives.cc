@@ -83,8 +83,7 @@ chorusResult_t Prims::recv(int from, void* dst, size_t count) {
   return chorusSuccess;
 }
 
-chorusResult_t Prims::recvReduceSend(int from, int to, const void* local, size_t count,
-                                     bool pre) {
+chorusResult_t Prims::recvReduceSend(int from, int to, const void* local, size_t count, bool pre) {
   const void* in;
   void* out;
   const size_t bytes = count * elem_;
@@ -100,8 +99,8 @@ chorusResult_t Prims::recvReduceCopy(int from, const void* local, void* dst, siz
                                      bool post, bool pre) {
   const void* in;
   CHORUS_CHECK(waitIn(from, count * elem_, &in));
-  unsigned flags = (pre ? kApplyPre : 0u) | (post ? kApplyPost : 0u) |
-                   (streaming_ ? kStreaming : 0u);
+  unsigned flags =
+      (pre ? kApplyPre : 0u) | (post ? kApplyPost : 0u) | (streaming_ ? kStreaming : 0u);
   kernels::reduce(spec_, dst, in, local, count, flags);
   comm_->recvConn[static_cast<size_t>(from)]->release();
   return chorusSuccess;
@@ -150,8 +149,7 @@ chorusResult_t Prims::sendMany(const int* to, int nto, const void* src, size_t c
   return chorusSuccess;
 }
 
-chorusResult_t Prims::recvCopySendMany(int from, const int* to, int nto, void* dst,
-                                       size_t count) {
+chorusResult_t Prims::recvCopySendMany(int from, const int* to, int nto, void* dst, size_t count) {
   const void* in;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));

@@ -36,14 +36,13 @@ class Prims {
   /// dst = slot(from)
   chorusResult_t recv(int from, void* dst, size_t count);
   /// slot(to) = slot(from) OP pre?(local)
-  chorusResult_t recvReduceSend(int from, int to, const void* local, size_t count,
-                                bool pre = true);
+  chorusResult_t recvReduceSend(int from, int to, const void* local, size_t count, bool pre = true);
   /// dst = post?(slot(from) OP pre?(local))
   chorusResult_t recvReduceCopy(int from, const void* local, void* dst, size_t count, bool post,
                                 bool pre = true);
   /// slot(to) = dst = post?(slot(from) OP pre(local))
-  chorusResult_t recvReduceCopySend(int from, int to, const void* local, void* dst,
-                                    size_t count, bool post);
+  chorusResult_t recvReduceCopySend(int from, int to, const void* local, void* dst, size_t count,
+                                    bool post);
   /// slot(to) = dst = slot(from); dst may be null (pure forwarding)
   chorusResult_t recvCopySend(int from, int to, void* dst, size_t count);
   /// slot(to) = src, and dst = src when dst is non-null and differs from src

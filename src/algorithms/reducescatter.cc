@@ -8,8 +8,7 @@
 
 namespace chorus {
 
-chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan,
-                                Prims& p) {
+chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   // Ring in comm->ring order: the partial sum of the block owned s+1 positions back moves
   // forward each step, so every block is complete when it reaches its owner.
   const int n = comm->nranks, rank = comm->rank;

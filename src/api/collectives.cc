@@ -65,21 +65,21 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
                 c.api);
   if (c.stream) CHORUS_CHECK(streamCheck(c.stream, c.api));
   if (c.type < 0 || c.type >= chorusNumTypes)
-    CHORUS_FAIL(chorusInvalidArgument, "%s: datatype %d is not a chorusDataType_t", c.api,
-                c.type);
+    CHORUS_FAIL(chorusInvalidArgument, "%s: datatype %d is not a chorusDataType_t", c.api, c.type);
   const auto type = static_cast<chorusDataType_t>(c.type);
   const int n = comm->nranks;
   if (c.anyPeer) {
     if (inGroup())
-      CHORUS_FAIL(chorusInvalidUsage, "%s: not allowed between chorusGroupStart and chorusGroupEnd "
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "%s: not allowed between chorusGroupStart and chorusGroupEnd "
                   "(the sender must be known before the group's other operations are matched)",
                   c.api);
     if (n < 2)
       CHORUS_FAIL(chorusInvalidUsage, "%s: rank %d has no other rank to receive from", c.api,
                   comm->rank);
     if (c.count == 0)
-      CHORUS_FAIL(chorusInvalidArgument, "%s: count is 0 (a zero-byte send carries nothing to match)",
-                  c.api);
+      CHORUS_FAIL(chorusInvalidArgument,
+                  "%s: count is 0 (a zero-byte send carries nothing to match)", c.api);
   } else if (hasRoot(c.coll) && (c.root < 0 || c.root >= n))
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s %d is outside [0, %d)", c.api,
                 (c.coll == Coll::Send || c.coll == Coll::Recv) ? "peer" : "root", c.root, n);
@@ -114,18 +114,18 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   }
   if (__builtin_expect(c.stream != nullptr && c.stream->device != nullptr, 0)) {
     // A CUDA stream: device, pinned or host buffers (src/cuda/device_path.h).
-    CHORUS_CHECK(c.stream->device->checkBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff",
-                                               false));
-    CHORUS_CHECK(c.stream->device->checkBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff",
-                                               true));
+    CHORUS_CHECK(
+        c.stream->device->checkBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false));
+    CHORUS_CHECK(
+        c.stream->device->checkBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true));
   } else {
     CHORUS_CHECK(checkHostBuffer(comm, c.sendbuf, sendBytes, c.api, "sendbuff", false,
                                  cuda::describeNonHostPointer));
     CHORUS_CHECK(checkHostBuffer(comm, c.recvbuf, recvBytes, c.api, "recvbuff", true,
                                  cuda::describeNonHostPointer));
   }
-  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count, type, spec, c.root,
-                  isReducing(c.coll) ? c.op : -1};
+  *out = CollArgs{c.coll, c.sendbuf, c.recvbuf, c.count,
+                  type,   spec,      c.root,    isReducing(c.coll) ? c.op : -1};
   out->anyPeer = c.anyPeer;
   return chorusSuccess;
 }
@@ -158,22 +158,22 @@ extern "C" {
 CHORUS_API chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                           chorusDataType_t datatype, chorusRedOp_t op,
                                           chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::AllReduce, "chorusAllReduce", sendbuff, recvbuff, count, raw(datatype),
-                         raw(op), -1, comm, stream});
+  return chorus::submit({Coll::AllReduce, "chorusAllReduce", sendbuff, recvbuff, count,
+                         raw(datatype), raw(op), -1, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                           chorusDataType_t datatype, int root, chorusComm_t comm,
                                           chorusStream_t stream) {
-  return chorus::submit({Coll::Broadcast, "chorusBroadcast", sendbuff, recvbuff, count, raw(datatype),
-                         chorusSum, root, comm, stream});
+  return chorus::submit({Coll::Broadcast, "chorusBroadcast", sendbuff, recvbuff, count,
+                         raw(datatype), chorusSum, root, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                                        chorusDataType_t datatype, chorusRedOp_t op, int root,
                                        chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::Reduce, "chorusReduce", sendbuff, recvbuff, count, raw(datatype), raw(op),
-                         root, comm, stream});
+  return chorus::submit({Coll::Reduce, "chorusReduce", sendbuff, recvbuff, count, raw(datatype),
+                         raw(op), root, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -213,21 +213,20 @@ CHORUS_API chorusResult_t chorusAllToAll(const void* sendbuff, void* recvbuff, s
 }
 
 CHORUS_API chorusResult_t chorusBarrier(chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::Barrier, "chorusBarrier", nullptr, nullptr, 0, chorusInt8,
-                         chorusSum, -1, comm, stream});
+  return chorus::submit({Coll::Barrier, "chorusBarrier", nullptr, nullptr, 0, chorusInt8, chorusSum,
+                         -1, comm, stream});
 }
 
-CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count,
-                                     chorusDataType_t datatype, int peer, chorusComm_t comm,
-                                     chorusStream_t stream) {
-  return chorus::submit({Coll::Send, "chorusSend", sendbuff, nullptr, count, raw(datatype), chorusSum,
-                         peer, comm, stream});
+CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype,
+                                     int peer, chorusComm_t comm, chorusStream_t stream) {
+  return chorus::submit({Coll::Send, "chorusSend", sendbuff, nullptr, count, raw(datatype),
+                         chorusSum, peer, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream) {
-  return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, raw(datatype), chorusSum,
-                         peer, comm, stream});
+  return chorus::submit({Coll::Recv, "chorusRecv", nullptr, recvbuff, count, raw(datatype),
+                         chorusSum, peer, comm, stream});
 }
 
 CHORUS_API chorusResult_t chorusRecvAnySource(void* recvbuff, size_t count,
@@ -238,8 +237,11 @@ CHORUS_API chorusResult_t chorusRecvAnySource(void* recvbuff, size_t count,
     CHORUS_FAIL(chorusInvalidArgument, "chorusRecvAnySource: peer is NULL");
   }
   *peer = -1;
-  chorus::Call c{Coll::Recv, "chorusRecvAnySource", nullptr, recvbuff, count, raw(datatype),
-                 chorusSum, -1, comm, stream};
+  chorus::Call c{Coll::Recv, "chorusRecvAnySource",
+                 nullptr,    recvbuff,
+                 count,      raw(datatype),
+                 chorusSum,  -1,
+                 comm,       stream};
   c.anyPeer = peer;
   return chorus::submit(c);
 }

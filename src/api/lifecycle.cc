@@ -62,8 +62,8 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
   // read them safely (commInit finds them set and leaves them alone).
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->flight = std::make_unique<FlightRecorder>(
-      static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(paramInt(Param::FlightRecorderSize), 0), 1 << 20)));
+  comm->flight = std::make_unique<FlightRecorder>(static_cast<size_t>(
+      std::min<int64_t>(std::max<int64_t>(paramInt(Param::FlightRecorderSize), 0), 1 << 20)));
   comm->checkMode = paramInt(Param::CheckMode) != 0;
   const bool blocking =
       !config || config->blocking == CHORUS_CONFIG_UNDEF_INT || config->blocking != 0;
@@ -112,8 +112,8 @@ CHORUS_API chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
   return bootstrapCreateRoot(uniqueId);
 }
 
-CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks,
-                                             chorusUniqueId commId, int rank) {
+CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                             int rank) {
   return initRank(comm, nranks, commId, rank, nullptr, "chorusCommInitRank");
 }
 
@@ -182,8 +182,8 @@ static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
   if (!newcomm) CHORUS_FAIL(chorusInvalidArgument, "chorusCommSplit: newcomm is NULL");
   *newcomm = nullptr;
   if (color < 0 && color != CHORUS_SPLIT_NOCOLOR)
-    CHORUS_FAIL(chorusInvalidArgument, "chorusCommSplit: color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR",
-                color);
+    CHORUS_FAIL(chorusInvalidArgument,
+                "chorusCommSplit: color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR", color);
   CHORUS_CHECK(checkConfig(config, "chorusCommSplit"));
   SplitResult s;
   chorusResult_t r;
@@ -247,7 +247,8 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
 static chorusResult_t chorusCommGetAsyncErrorImpl(chorusComm_t comm, chorusResult_t* asyncError) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommGetAsyncError"));
-  if (!asyncError) CHORUS_FAIL(chorusInvalidArgument, "chorusCommGetAsyncError: asyncError is NULL");
+  if (!asyncError)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusCommGetAsyncError: asyncError is NULL");
   *asyncError = static_cast<chorusResult_t>(comm->asyncError.load());
   if (*asyncError != chorusInProgress && comm->initThread.joinable()) comm->initThread.join();
   return chorusSuccess;

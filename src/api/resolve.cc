@@ -15,15 +15,51 @@ bool isFloatType(chorusDataType_t t) {
 
 void encodeScalar(chorusDataType_t type, double value, void* out) {
   switch (type) {
-    case chorusInt8: { int8_t v = static_cast<int8_t>(value); std::memcpy(out, &v, 1); break; }
-    case chorusUint8: { uint8_t v = static_cast<uint8_t>(value); std::memcpy(out, &v, 1); break; }
-    case chorusInt32: { int32_t v = static_cast<int32_t>(value); std::memcpy(out, &v, 4); break; }
-    case chorusUint32: { uint32_t v = static_cast<uint32_t>(value); std::memcpy(out, &v, 4); break; }
-    case chorusInt64: { int64_t v = static_cast<int64_t>(value); std::memcpy(out, &v, 8); break; }
-    case chorusUint64: { uint64_t v = static_cast<uint64_t>(value); std::memcpy(out, &v, 8); break; }
-    case chorusFloat16: { uint16_t v = kernels::floatToHalf(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case chorusBfloat16: { uint16_t v = kernels::floatToBf16(static_cast<float>(value)); std::memcpy(out, &v, 2); break; }
-    case chorusFloat32: { float v = static_cast<float>(value); std::memcpy(out, &v, 4); break; }
+    case chorusInt8: {
+      int8_t v = static_cast<int8_t>(value);
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case chorusUint8: {
+      uint8_t v = static_cast<uint8_t>(value);
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case chorusInt32: {
+      int32_t v = static_cast<int32_t>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case chorusUint32: {
+      uint32_t v = static_cast<uint32_t>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case chorusInt64: {
+      int64_t v = static_cast<int64_t>(value);
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case chorusUint64: {
+      uint64_t v = static_cast<uint64_t>(value);
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case chorusFloat16: {
+      uint16_t v = kernels::floatToHalf(static_cast<float>(value));
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case chorusBfloat16: {
+      uint16_t v = kernels::floatToBf16(static_cast<float>(value));
+      std::memcpy(out, &v, 2);
+      break;
+    }
+    case chorusFloat32: {
+      float v = static_cast<float>(value);
+      std::memcpy(out, &v, 4);
+      break;
+    }
     case chorusFloat64: std::memcpy(out, &value, 8); break;
     default: break;
   }
@@ -47,8 +83,7 @@ chorusResult_t resolveReduceSpec(chorusComm* comm, chorusRedOp_t op, chorusDataT
         spec->postDiv = comm->nranks;
       }
       return chorusSuccess;
-    default:
-      break;
+    default: break;
   }
   const long idx = static_cast<long>(op) - chorusNumOps;
   std::lock_guard<std::mutex> lock(comm->userOpsMutex);

@@ -95,7 +95,8 @@ CHORUS_API chorusResult_t chorusRedOpCreatePreMulSum(chorusRedOp_t* op, void* sc
                                                      chorusDataType_t datatype,
                                                      chorusScalarResidence_t residence,
                                                      chorusComm_t comm) {
-  return chorus::recordOnComm(comm, chorusRedOpCreatePreMulSumImpl(op, scalar, datatype, residence, comm));
+  return chorus::recordOnComm(
+      comm, chorusRedOpCreatePreMulSumImpl(op, scalar, datatype, residence, comm));
 }
 
 CHORUS_API chorusResult_t chorusRedOpDestroy(chorusRedOp_t op, chorusComm_t comm) {

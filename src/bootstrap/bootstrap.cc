@@ -44,8 +44,8 @@ chorusResult_t Bootstrap::create(int rank, int nranks, std::unique_ptr<Bootstrap
   return chorusSuccess;
 }
 
-chorusResult_t Bootstrap::init(const chorusUniqueId& id, int rank, int nranks,
-                               int64_t deadlineNs, std::unique_ptr<Bootstrap>* out) {
+chorusResult_t Bootstrap::init(const chorusUniqueId& id, int rank, int nranks, int64_t deadlineNs,
+                               std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) CHORUS_FAIL(chorusInvalidArgument, "bootstrap init: out is NULL");
   std::unique_ptr<Bootstrap> b;
   CHORUS_CHECK(create(rank, nranks, &b));
@@ -70,15 +70,19 @@ SocketBootstrap::~SocketBootstrap() {
   // connection costs a backlog slot and is never read).
   for (auto& c : conns_)
     if (!c->dead && c->peer < 0)
-      CHORUS_WARN(kLogBootstrap, "bootstrap rank %d: dropped connection from %s: handshake "
-                  "unfinished at shutdown", rank_, c->from.str().c_str());
+      CHORUS_WARN(kLogBootstrap,
+                  "bootstrap rank %d: dropped connection from %s: handshake "
+                  "unfinished at shutdown",
+                  rank_, c->from.str().c_str());
   if (!listen_.valid()) return;
   for (int i = 0; i < 1024; ++i) {
     Fd fd;
     SockAddr from;
     if (acceptOne(listen_.get(), &fd, &from) != chorusSuccess || !fd.valid()) break;
-    CHORUS_WARN(kLogBootstrap, "bootstrap rank %d: dropped connection from %s: never vetted "
-                "(arrived while no bootstrap call was waiting)", rank_, from.str().c_str());
+    CHORUS_WARN(kLogBootstrap,
+                "bootstrap rank %d: dropped connection from %s: never vetted "
+                "(arrived while no bootstrap call was waiting)",
+                rank_, from.str().c_str());
   }
 }
 
@@ -119,9 +123,10 @@ chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) 
     h.addr = toWire(listenAddr_);
     CHORUS_CHECK(sendHandshake(rootFd.get(), secret_, h, deadlineNs, abortFd_.get(), what.s));
 
-    What waitTable("the address table from the bootstrap root %s (rank %d of %d; the root "
-                   "answers once every rank has checked in)",
-                   root.str().c_str(), rank_, nranks_);
+    What waitTable(
+        "the address table from the bootstrap root %s (rank %d of %d; the root "
+        "answers once every rank has checked in)",
+        root.str().c_str(), rank_, nranks_);
     RootReply r;
     CHORUS_CHECK(recvAll(rootFd.get(), &r, sizeof(r), deadlineNs, abortFd_.get(), waitTable.s));
     if (r.magic != kReplyMagic || !secretEqual(r.secret, secret_))
@@ -138,8 +143,8 @@ chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) 
                   "bootstrap rank %d: root reply for nranks %d / entry %u, expected %d / %zu",
                   rank_, r.nranks, r.entryBytes, nranks_, sizeof(WireAddr));
     std::vector<WireAddr> table(static_cast<size_t>(nranks_));
-    CHORUS_CHECK(recvAll(rootFd.get(), table.data(), table.size() * sizeof(WireAddr),
-                         deadlineNs, abortFd_.get(), waitTable.s));
+    CHORUS_CHECK(recvAll(rootFd.get(), table.data(), table.size() * sizeof(WireAddr), deadlineNs,
+                         abortFd_.get(), waitTable.s));
     peers_.resize(table.size());
     for (size_t i = 0; i < table.size(); ++i) {
       if (!fromWire(table[i], &peers_[i]))
@@ -147,8 +152,8 @@ chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) 
                     rank_, i);
     }
   }
-  CHORUS_INFO(kLogBootstrap, "bootstrap rank %d/%d: listening on %s, got the table", rank_,
-              nranks_, listenAddr_.str().c_str());
+  CHORUS_INFO(kLogBootstrap, "bootstrap rank %d/%d: listening on %s, got the table", rank_, nranks_,
+              listenAddr_.str().c_str());
   if (nranks_ == 1) return chorusSuccess;
 
   // The ring: connect to the next rank (its listener exists: it checked in before the
@@ -164,10 +169,9 @@ chorusResult_t SocketBootstrap::setup(const SockAddr& root, int64_t deadlineNs) 
     CHORUS_CHECK(sendHandshake(ringSend_.get(), secret_, h, deadlineNs, abortFd_.get(), what.s));
   }
   What what("the ring connection from rank %d (bootstrap rank %d, init)", prev, rank_);
-  while (!ringRecv_.valid())
-    CHORUS_CHECK(pollOnce(nullptr, 0, deadlineNs, -1, what.s));
-  CHORUS_INFO(kLogBootstrap, "bootstrap rank %d/%d: ring ready (prev %d, next %d)", rank_,
-              nranks_, prev, next);
+  while (!ringRecv_.valid()) CHORUS_CHECK(pollOnce(nullptr, 0, deadlineNs, -1, what.s));
+  CHORUS_INFO(kLogBootstrap, "bootstrap rank %d/%d: ring ready (prev %d, next %d)", rank_, nranks_,
+              prev, next);
   return chorusSuccess;
 }
 
@@ -186,8 +190,7 @@ int64_t SocketBootstrap::callDeadline() const {
 }
 
 chorusResult_t SocketBootstrap::checkUsable(const char* op) const {
-  if (aborted_.load())
-    CHORUS_FAIL(chorusAborted, "bootstrap rank %d: %s after abort", rank_, op);
+  if (aborted_.load()) CHORUS_FAIL(chorusAborted, "bootstrap rank %d: %s after abort", rank_, op);
   if (connectState_ != 2)
     CHORUS_FAIL(chorusInvalidUsage, "bootstrap rank %d: %s before a successful init", rank_, op);
   return chorusSuccess;
@@ -197,8 +200,7 @@ chorusResult_t SocketBootstrap::checkUsable(const char* op) const {
 // Ring
 
 chorusResult_t SocketBootstrap::ringExchange(const void* sendBuf, void* recvBuf, size_t bytes,
-                                             uint32_t tag, int64_t deadlineNs,
-                                             const char* what) {
+                                             uint32_t tag, int64_t deadlineNs, const char* what) {
   const int next = (rank_ + 1) % nranks_;
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   MsgHeader sh{kMsgMagic, static_cast<int32_t>(tag), bytes};
@@ -213,8 +215,9 @@ chorusResult_t SocketBootstrap::ringExchange(const void* sendBuf, void* recvBuf,
       if (sHdr == sizeof(sh) && st != IoStatus::Closed && st != IoStatus::Error)
         st = sendSome(ringSend_.get(), sendBuf, bytes, &sPay);
       if (st == IoStatus::Closed)
-        CHORUS_FAIL(chorusRemoteError, "bootstrap rank %d: rank %d closed the ring connection during %s",
-                    rank_, next, what);
+        CHORUS_FAIL(chorusRemoteError,
+                    "bootstrap rank %d: rank %d closed the ring connection during %s", rank_, next,
+                    what);
       if (st == IoStatus::Error)
         CHORUS_FAIL(chorusSystemError, "bootstrap rank %d: send to rank %d during %s: %s", rank_,
                     next, what, strerror(errno));
@@ -225,8 +228,9 @@ chorusResult_t SocketBootstrap::ringExchange(const void* sendBuf, void* recvBuf,
         st = recvSome(ringRecv_.get(), &rh, sizeof(rh), &rHdr);
         if (rHdr == sizeof(rh)) {
           if (rh.magic != kMsgMagic)
-            CHORUS_FAIL(chorusRemoteError, "bootstrap rank %d: garbled ring header from rank %d during %s",
-                        rank_, prev, what);
+            CHORUS_FAIL(chorusRemoteError,
+                        "bootstrap rank %d: garbled ring header from rank %d during %s", rank_,
+                        prev, what);
           if (static_cast<uint32_t>(rh.tag) != tag)
             CHORUS_FAIL(chorusInvalidUsage,
                         "bootstrap rank %d: rank %d is in collective #%u (%s), this rank in #%u "
@@ -244,8 +248,9 @@ chorusResult_t SocketBootstrap::ringExchange(const void* sendBuf, void* recvBuf,
       if (rHdr == sizeof(rh) && st != IoStatus::Closed && st != IoStatus::Error)
         st = recvSome(ringRecv_.get(), recvBuf, bytes, &rPay);
       if (st == IoStatus::Closed && !recvDone())
-        CHORUS_FAIL(chorusRemoteError, "bootstrap rank %d: rank %d closed the ring connection during %s",
-                    rank_, prev, what);
+        CHORUS_FAIL(chorusRemoteError,
+                    "bootstrap rank %d: rank %d closed the ring connection during %s", rank_, prev,
+                    what);
       if (st == IoStatus::Error)
         CHORUS_FAIL(chorusSystemError, "bootstrap rank %d: recv from rank %d during %s: %s", rank_,
                     prev, what, strerror(errno));
@@ -271,12 +276,11 @@ chorusResult_t SocketBootstrap::ringCollective(void* data, size_t bytes, bool is
   for (int s = 0; s < nranks_ - 1; ++s) {
     const int sendIdx = (rank_ - s + nranks_) % nranks_;
     const int recvIdx = (rank_ - s - 1 + nranks_) % nranks_;
-    What what("%s #%u step %d of %d (recv rank %d's record from rank %d, send to rank %d)", op,
-              seq, s + 1, nranks_ - 1, recvIdx, (rank_ + nranks_ - 1) % nranks_,
-              (rank_ + 1) % nranks_);
-    chorusResult_t res = ringExchange(base + static_cast<size_t>(sendIdx) * bytes,
-                                      base + static_cast<size_t>(recvIdx) * bytes, bytes, tag,
-                                      deadline, what.s);
+    What what("%s #%u step %d of %d (recv rank %d's record from rank %d, send to rank %d)", op, seq,
+              s + 1, nranks_ - 1, recvIdx, (rank_ + nranks_ - 1) % nranks_, (rank_ + 1) % nranks_);
+    chorusResult_t res =
+        ringExchange(base + static_cast<size_t>(sendIdx) * bytes,
+                     base + static_cast<size_t>(recvIdx) * bytes, bytes, tag, deadline, what.s);
     if (res != chorusSuccess) {
       // The ring's byte streams are now out of step. Close them so the neighbours fail
       // promptly too instead of waiting for their deadline.

@@ -21,10 +21,10 @@ struct SockAddr;
 
 /// The layout behind chorusUniqueId::internal (fits in CHORUS_UNIQUE_ID_BYTES).
 struct UniqueIdData {
-  uint32_t magic;        ///< kUniqueIdMagic
-  uint32_t addrLen;      ///< bytes used in addr
-  uint8_t secret[16];    ///< 128-bit random secret
-  uint8_t addr[96];      ///< sockaddr_in / sockaddr_in6 of the root listener
+  uint32_t magic;      ///< kUniqueIdMagic
+  uint32_t addrLen;    ///< bytes used in addr
+  uint8_t secret[16];  ///< 128-bit random secret
+  uint8_t addr[96];    ///< sockaddr_in / sockaddr_in6 of the root listener
 };
 static_assert(sizeof(UniqueIdData) <= CHORUS_UNIQUE_ID_BYTES, "unique id too large");
 constexpr uint32_t kUniqueIdMagic = 0x43485253;  // "CHRS"

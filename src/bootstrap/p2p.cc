@@ -61,12 +61,13 @@ chorusResult_t SocketBootstrap::pollOnce(pollfd* extra, int nExtra, int64_t dead
 
   int n = ::poll(pfds.data(), pfds.size(), pollTimeoutMs(wake));
   if (n < 0 && errno != EINTR)
-    CHORUS_FAIL(chorusSystemError, "bootstrap rank %d: poll while waiting for %s: %s", rank_,
-                what, strerror(errno));
+    CHORUS_FAIL(chorusSystemError, "bootstrap rank %d: poll while waiting for %s: %s", rank_, what,
+                strerror(errno));
   if (n > 0) {
     if (pfds[0].revents)
       CHORUS_FAIL(chorusAborted, "bootstrap rank %d: aborted while waiting for %s", rank_, what);
-    for (int i = 0; i < nExtra; ++i) extra[i].revents = pfds[extraAt + static_cast<size_t>(i)].revents;
+    for (int i = 0; i < nExtra; ++i)
+      extra[i].revents = pfds[extraAt + static_cast<size_t>(i)].revents;
     for (size_t i = 0; i < polled.size(); ++i)
       if (pfds[2 + i].revents) progressConn(*polled[i]);
     if (pfds[1].revents) acceptPending();
@@ -90,8 +91,7 @@ void SocketBootstrap::acceptPending() {
     Fd fd;
     SockAddr from;
     if (acceptOne(listen_.get(), &fd, &from) != chorusSuccess || !fd.valid()) return;
-    CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: connection from %s", rank_,
-                 from.str().c_str());
+    CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: connection from %s", rank_, from.str().c_str());
     conns_.push_back(std::make_unique<InConn>(std::move(fd), from, secret_,
                                               monotonicNs() + kHandshakeTimeoutNs));
     ++handshakes;
@@ -130,8 +130,7 @@ void SocketBootstrap::vetHello(InConn& c) {
     } else {
       c.peer = h.rank;
       markPeer(h.rank, PeerIn::Open, "");
-      CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: p2p connection from rank %d", rank_,
-                   h.rank);
+      CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: p2p connection from rank %d", rank_, h.rank);
       return;
     }
   } else {
@@ -139,8 +138,7 @@ void SocketBootstrap::vetHello(InConn& c) {
   }
   CHORUS_WARN(kLogBootstrap,
               "bootstrap rank %d: dropped connection from %s (rank %d, nranks %d, kind %u): %s",
-              rank_, c.from.str().c_str(), h.rank, h.nranks, static_cast<unsigned>(h.kind),
-              reason);
+              rank_, c.from.str().c_str(), h.rank, h.nranks, static_cast<unsigned>(h.kind), reason);
   c.dead = true;
 }
 
@@ -166,8 +164,9 @@ void SocketBootstrap::progressConn(InConn& c) {
       if (c.hdrGot == sizeof(c.hdr)) {
         if (!checkMsgHeader(c.hdr)) {
           char why[160];
-          snprintf(why, sizeof(why), "rank %d sent a garbled message header (magic 0x%08x, size %llu)",
-                   c.peer, c.hdr.magic, static_cast<unsigned long long>(c.hdr.size));
+          snprintf(why, sizeof(why),
+                   "rank %d sent a garbled message header (magic 0x%08x, size %llu)", c.peer,
+                   c.hdr.magic, static_cast<unsigned long long>(c.hdr.size));
           CHORUS_WARN(kLogBootstrap, "bootstrap rank %d: %s; connection dropped", rank_, why);
           markPeer(c.peer, PeerIn::Broken, why);
           c.dead = true;
@@ -225,7 +224,8 @@ chorusResult_t SocketBootstrap::connectPeer(int peer, int64_t deadlineNs) {
   snprintf(what, sizeof(what), "rank %d at %s (p2p connection from bootstrap rank %d)", peer,
            peers_[static_cast<size_t>(peer)].str().c_str(), rank_);
   Fd s;
-  CHORUS_CHECK(connectOnce(peers_[static_cast<size_t>(peer)], deadlineNs, abortFd_.get(), &s, what));
+  CHORUS_CHECK(
+      connectOnce(peers_[static_cast<size_t>(peer)], deadlineNs, abortFd_.get(), &s, what));
   Hello h = makeHello(ConnKind::P2p, rank_, nranks_);
   CHORUS_CHECK(sendHandshake(s.get(), secret_, h, deadlineNs, abortFd_.get(), what));
   fd = std::move(s);
@@ -262,8 +262,9 @@ chorusResult_t SocketBootstrap::send(int peer, int tag, const void* data, size_t
     if (hGot == sizeof(h) && pGot == bytes) return chorusSuccess;
     if (st == IoStatus::Closed) {
       fd.reset();
-      CHORUS_FAIL(chorusRemoteError, "bootstrap rank %d: rank %d closed the connection during the %s",
-                  rank_, peer, what);
+      CHORUS_FAIL(chorusRemoteError,
+                  "bootstrap rank %d: rank %d closed the connection during the %s", rank_, peer,
+                  what);
     }
     if (st == IoStatus::Error) {
       int err = errno;
@@ -306,8 +307,8 @@ chorusResult_t SocketBootstrap::recv(int peer, int tag, void* data, size_t bytes
       return chorusSuccess;
     }
     if (peer == rank_)
-      CHORUS_FAIL(chorusInvalidUsage, "bootstrap rank %d: recv from itself with tag %d before any send",
-                  rank_, tag);
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "bootstrap rank %d: recv from itself with tag %d before any send", rank_, tag);
     PeerIn st = peerIn_[static_cast<size_t>(peer)];
     if (st == PeerIn::Closed || st == PeerIn::Broken)
       CHORUS_FAIL(chorusRemoteError, "bootstrap rank %d: waiting for %s: %s", rank_, what,

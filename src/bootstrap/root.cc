@@ -161,8 +161,8 @@ void Root::acceptAll() {
     if (acceptOne(listen_.get(), &fd, &peer) != chorusSuccess || !fd.valid()) return;
     CHORUS_TRACE(kLogBootstrap, "bootstrap root: connection from %s", peer.str().c_str());
     int64_t hd = monotonicNs() + kHandshakeTimeoutNs;
-    pending_.push_back(std::make_unique<Pending>(std::move(fd), peer, secret_,
-                                                 hd < deadline_ ? hd : deadline_));
+    pending_.push_back(
+        std::make_unique<Pending>(std::move(fd), peer, secret_, hd < deadline_ ? hd : deadline_));
   }
 }
 

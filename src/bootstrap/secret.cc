@@ -34,10 +34,14 @@ bool parseSecretHex(const std::string& hex, uint8_t out[16]) {
     for (size_t j = 0; j < 2; ++j) {
       const char c = hex[2 * i + j];
       int d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-      else return false;
+      if (c >= '0' && c <= '9')
+        d = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        d = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        d = c - 'A' + 10;
+      else
+        return false;
       v = v * 16 + d;
     }
     out[i] = static_cast<uint8_t>(v);

@@ -95,8 +95,8 @@ class SocketBootstrap final : public Bootstrap {
   SockAddr listenAddr_;
   std::vector<SockAddr> peers_;
 
-  Fd ringSend_;  // to (rank+1) % nranks
-  Fd ringRecv_;  // from (rank-1) % nranks
+  Fd ringSend_;            // to (rank+1) % nranks
+  Fd ringRecv_;            // from (rank-1) % nranks
   std::string ringError_;  // set once the ring is unusable
   int connectState_ = 0;   // 0 not yet, 1 in progress or failed, 2 connected
   uint32_t collSeq_ = 0;

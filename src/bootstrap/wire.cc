@@ -87,8 +87,7 @@ HandshakeReader::State HandshakeReader::progress(int fd) {
   }
 }
 
-uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr,
-                      const char** detail) {
+uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr, const char** detail) {
   *detail = "";
   if (h.kind != static_cast<uint16_t>(ConnKind::RootCheckIn)) {
     *detail = " (not a root check-in)";
@@ -107,8 +106,8 @@ uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr,
   return kRootOk;
 }
 
-chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello,
-                             int64_t deadlineNs, int abortFd, const char* what) {
+chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello, int64_t deadlineNs,
+                             int abortFd, const char* what) {
   uint8_t buf[kSecretBytes + sizeof(Hello)];
   memcpy(buf, secret, kSecretBytes);
   memcpy(buf + kSecretBytes, &hello, sizeof(hello));

@@ -59,8 +59,8 @@ struct MsgHeader {
 /// It repeats the secret (sent only to a caller that presented it) so a rank knows it
 /// reached the real root and not whatever else listens at that address.
 struct RootReply {
-  uint32_t magic;  // kReplyMagic
-  uint32_t status; // RootStatus
+  uint32_t magic;   // kReplyMagic
+  uint32_t status;  // RootStatus
   int32_t nranks;
   uint32_t entryBytes;  // sizeof(WireAddr)
   uint8_t secret[kSecretBytes];
@@ -106,8 +106,7 @@ class HandshakeReader {
 /// The root's checks of a vetted check-in hello that do not depend on other ranks:
 /// returns kRootOk and the caller's listen address, or a RootStatus with `*detail` saying
 /// why. `knownNranks` is the nranks of the ranks already checked in (-1: none yet).
-uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr,
-                      const char** detail);
+uint32_t vetRootHello(const Hello& h, int knownNranks, SockAddr* listenAddr, const char** detail);
 
 /// True when a p2p/ring message header read from a vetted peer may be followed: the magic
 /// is right and the payload no larger than kMaxMessageBytes.
@@ -116,8 +115,8 @@ inline bool checkMsgHeader(const MsgHeader& h) {
 }
 
 /// Sends the secret and a hello on a new connection.
-chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello,
-                             int64_t deadlineNs, int abortFd, const char* what);
+chorusResult_t sendHandshake(int fd, const uint8_t* secret, const Hello& hello, int64_t deadlineNs,
+                             int abortFd, const char* what);
 
 Hello makeHello(ConnKind kind, int rank, int nranks);
 

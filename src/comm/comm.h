@@ -23,7 +23,7 @@
 
 namespace chorus {
 
-constexpr uint64_t kCommMagic = 0x43484f52434f4d4dull;   // "CHORCOMM"
+constexpr uint64_t kCommMagic = 0x43484f52434f4d4dull;  // "CHORCOMM"
 constexpr uint64_t kCommDeadMagic = 0xdeadc0dedeadc0deull;
 
 /// A user op made by chorusRedOpCreatePreMulSum.
@@ -55,14 +55,14 @@ struct PtrCache {
 
 /// The knobs that shape the data path, read once at init from the parameter registry.
 struct CommTuning {
-  size_t slotBytes;      // CHORUS_CHUNKSIZE
-  int fifoDepth;         // slots per connection
-  size_t llBytes;        // CHORUS_LL_THRESHOLD
-  size_t treeBytes;      // CHORUS_TREE_THRESHOLD
-  size_t ntBytes;        // CHORUS_NT_THRESHOLD
-  int spin;              // polls before yielding
-  std::string algo;      // CHORUS_ALGO
-  std::string proto;     // CHORUS_PROTO
+  size_t slotBytes;   // CHORUS_CHUNKSIZE
+  int fifoDepth;      // slots per connection
+  size_t llBytes;     // CHORUS_LL_THRESHOLD
+  size_t treeBytes;   // CHORUS_TREE_THRESHOLD
+  size_t ntBytes;     // CHORUS_NT_THRESHOLD
+  int spin;           // polls before yielding
+  std::string algo;   // CHORUS_ALGO
+  std::string proto;  // CHORUS_PROTO
 };
 
 /// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the
@@ -126,8 +126,8 @@ struct chorusComm {
   /// Double binary tree (topology-driven, see src/topology): tree algorithms put half of
   /// the data on each.
   std::array<chorus::TreeLinks, 2> trees{};
-  int nHosts = 1;         // distinct hosts in the communicator
-  int numaOsIndex = -1;   // NUMA node (os index) this rank is bound to, -1 unbound/unknown
+  int nHosts = 1;        // distinct hosts in the communicator
+  int numaOsIndex = -1;  // NUMA node (os index) this rank is bound to, -1 unbound/unknown
 
   chorus::CommTuning tuning{};
   chorus::PlanCache plans;
@@ -137,7 +137,7 @@ struct chorusComm {
   /// Serializes operations on this communicator (a blocking call and a stream worker
   /// must not interleave their slots).
   std::mutex execMutex;
-  uint64_t opCount = 0;  // sequence number of collectives, for messages and checks
+  uint64_t opCount = 0;   // sequence number of collectives, for messages and checks
   uint64_t p2pCount = 0;  // sequence number of sends and receives (counted apart: ranks
                           // legitimately make different numbers of them)
   int anySourceNext = 0;  // where the next chorusRecvAnySource starts looking (fairness)

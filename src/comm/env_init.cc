@@ -59,8 +59,8 @@ chorusResult_t findRankAndSize(const char* api, const LauncherVars** found, int*
     const char* s = env(l.size);
     if (!r && !s) continue;
     if (!parseNonNeg(r, rank) || !parseNonNeg(s, nranks) || *nranks < 1 || *rank >= *nranks)
-      CHORUS_FAIL(chorusInvalidArgument, "%s: %s=%s %s=%s is not a valid rank/size", api,
-                  l.rank, r ? r : "(unset)", l.size, s ? s : "(unset)");
+      CHORUS_FAIL(chorusInvalidArgument, "%s: %s=%s %s=%s is not a valid rank/size", api, l.rank,
+                  r ? r : "(unset)", l.size, s ? s : "(unset)");
     *found = &l;
     return chorusSuccess;
   }
@@ -75,8 +75,8 @@ chorusResult_t secretFor(const std::string& where, int nranks, uint8_t secret[16
   const std::string& given = paramString(Param::Secret);
   if (!given.empty()) {
     if (given.size() != 32)
-      CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET must be 32 hex digits (it has %zu characters)",
-                  given.size());
+      CHORUS_FAIL(chorusInvalidArgument,
+                  "CHORUS_SECRET must be 32 hex digits (it has %zu characters)", given.size());
     if (!parseSecretHex(given, secret))
       CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SECRET is not hexadecimal");
     return chorusSuccess;
@@ -123,13 +123,14 @@ chorusResult_t slurmInit(const EnvRendezvous& rv, std::string* init) {
   const unsigned long jobId = std::strtoul(job, nullptr, 10);
   const unsigned long step = stepText ? std::strtoul(stepText, nullptr, 10) : 0;
   // Steps of one job get neighbouring ports; jobs spread over a 16K range.
-  const int64_t port = paramInt(Param::SlurmPortBase) +
-                       static_cast<int64_t>((jobId * 64 + step) % 16384);
+  const int64_t port =
+      paramInt(Param::SlurmPortBase) + static_cast<int64_t>((jobId * 64 + step) % 16384);
   if (port < 1 || port > 65535)
-    CHORUS_FAIL(chorusInvalidArgument,
-                "CHORUS_SLURM_PORT_BASE=%lld gives port %lld for job %lu step %lu: outside 1..65535",
-                static_cast<long long>(paramInt(Param::SlurmPortBase)), static_cast<long long>(port),
-                jobId, step);
+    CHORUS_FAIL(
+        chorusInvalidArgument,
+        "CHORUS_SLURM_PORT_BASE=%lld gives port %lld for job %lu step %lu: outside 1..65535",
+        static_cast<long long>(paramInt(Param::SlurmPortBase)), static_cast<long long>(port), jobId,
+        step);
   *init = "tcp://" + hosts.front() + ":" + std::to_string(port);
   return chorusSuccess;
 }
@@ -139,11 +140,14 @@ chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
     CHORUS_CHECK(bootstrapCreateRoot(&rv->id));
     std::string tmp = path + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) CHORUS_FAIL(chorusSystemError, "cannot write rendezvous file %s: %s", tmp.c_str(), strerror(errno));
+    if (!f)
+      CHORUS_FAIL(chorusSystemError, "cannot write rendezvous file %s: %s", tmp.c_str(),
+                  strerror(errno));
     size_t w = std::fwrite(&rv->id, sizeof(rv->id), 1, f);
     std::fclose(f);
     if (w != 1 || std::rename(tmp.c_str(), path.c_str()) != 0)
-      CHORUS_FAIL(chorusSystemError, "cannot publish rendezvous file %s: %s", path.c_str(), strerror(errno));
+      CHORUS_FAIL(chorusSystemError, "cannot publish rendezvous file %s: %s", path.c_str(),
+                  strerror(errno));
     rv->fileToRemove = path;
     return chorusSuccess;
   }
@@ -195,7 +199,8 @@ chorusResult_t rendezvousFromEnv(EnvRendezvous* rv) {
     const char* job = env("OMPI_MCA_ess_base_jobid");
     std::string key = job ? std::string("ompi-") + job : "";
     if (key.empty() && env("SLURM_JOB_ID"))
-      key = std::string("slurm-") + env("SLURM_JOB_ID") + "." + (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "0");
+      key = std::string("slurm-") + env("SLURM_JOB_ID") + "." +
+            (env("SLURM_STEP_ID") ? env("SLURM_STEP_ID") : "0");
     if (key.empty())
       CHORUS_FAIL(chorusInvalidUsage,
                   "chorusCommInitFromEnv: no rendezvous (%s gave rank %d of %d): set "

@@ -64,10 +64,9 @@ const char* stateName(FrState s) {
 
 // Short, stable names for the dump (chorusGetErrorString's sentences are for people).
 const char* resultName(int r) {
-  static const char* const kNames[] = {"success",       "unhandled_error", "system_error",
-                                       "internal_error", "invalid_argument", "invalid_usage",
-                                       "remote_error",  "in_progress",     "timeout",
-                                       "aborted"};
+  static const char* const kNames[] = {
+      "success",       "unhandled_error", "system_error", "internal_error", "invalid_argument",
+      "invalid_usage", "remote_error",    "in_progress",  "timeout",        "aborted"};
   return r >= 0 && r < chorusNumResults ? kNames[r] : "unknown";
 }
 
@@ -92,8 +91,8 @@ const char* frCollName(int coll) {
 }
 
 const char* frTypeName(int type) {
-  static const char* const kNames[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                       "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* const kNames[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
+                                       "uint64", "float16", "float32", "float64", "bfloat16"};
   return type >= 0 && type < chorusNumTypes ? kNames[type] : "?";
 }
 
@@ -204,8 +203,8 @@ std::vector<FrRecord> FlightRecorder::snapshot() const {
   return out;
 }
 
-std::string FlightRecorder::dump(const chorusComm* comm, const std::string& dir,
-                                 const char* reason, const char* detail) {
+std::string FlightRecorder::dump(const chorusComm* comm, const std::string& dir, const char* reason,
+                                 const char* detail) {
   if (cap_ == 0 || dir.empty()) return "";
   std::lock_guard<std::mutex> lock(dumpMutex_);
   const std::vector<FrRecord> recs = snapshot();
@@ -236,12 +235,14 @@ std::string FlightRecorder::dump(const chorusComm* comm, const std::string& dir,
   jsonString(&j, host);
   j += ",\n  \"reason\": ";
   jsonString(&j, reason ? reason : "");
-  std::snprintf(b, sizeof b,
-                ",\n  \"dump_monotonic_ns\": %" PRId64 ",\n  \"dump_unix_ns\": %" PRId64
-                ",\n  \"last_collective_seq\": %" PRIu64 ",\n  \"last_p2p_seq\": %" PRIu64
-                ",\n  \"capacity\": %zu,\n  \"recorded\": %" PRIu64 ",\n  \"last_error\": ",
-                frNow(), static_cast<int64_t>(static_cast<int64_t>(wall.tv_sec) * 1000000000ll + wall.tv_nsec),
-                comm->opCount, comm->p2pCount, cap_, next_.load(kRelaxed));
+  std::snprintf(
+      b, sizeof b,
+      ",\n  \"dump_monotonic_ns\": %" PRId64 ",\n  \"dump_unix_ns\": %" PRId64
+      ",\n  \"last_collective_seq\": %" PRIu64 ",\n  \"last_p2p_seq\": %" PRIu64
+      ",\n  \"capacity\": %zu,\n  \"recorded\": %" PRIu64 ",\n  \"last_error\": ",
+      frNow(),
+      static_cast<int64_t>(static_cast<int64_t>(wall.tv_sec) * 1000000000ll + wall.tv_nsec),
+      comm->opCount, comm->p2pCount, cap_, next_.load(kRelaxed));
   j += b;
   jsonString(&j, lastError);
   j += ",\n  \"ops\": [";
@@ -252,8 +253,8 @@ std::string FlightRecorder::dump(const chorusComm* comm, const std::string& dir,
                   ", \"kind\": \"%s\", \"coll\": \"%s\", \"type\": \"%s\", \"count\": %" PRIu64
                   ", \"op\": \"%s\", \"root\": %d, \"state\": \"%s\", \"result\": \"%s\"",
                   i ? "," : "", r.id, r.seq, isP2p(r.coll) ? "p2p" : "coll", frCollName(r.coll),
-                  frTypeName(r.type), r.count, frOpName(r.op).c_str(), r.root,
-                  stateName(r.state), resultName(r.result));
+                  frTypeName(r.type), r.count, frOpName(r.op).c_str(), r.root, stateName(r.state),
+                  resultName(r.result));
     j += b;
     std::snprintf(b, sizeof b,
                   ", \"wait_peer\": %d, \"wait_for\": \"%s\", \"t_enqueue_ns\": %" PRId64
@@ -291,8 +292,7 @@ std::string FlightRecorder::dump(const chorusComm* comm, const std::string& dir,
   return path;
 }
 
-void frDumpIfConfigured(const chorusComm* comm, const char* reason, bool loud,
-                        const char* detail) {
+void frDumpIfConfigured(const chorusComm* comm, const char* reason, bool loud, const char* detail) {
   if (!comm || !comm->flight) return;
   const std::string& dir = paramString(Param::FlightRecorderDir);
   if (dir.empty()) return;

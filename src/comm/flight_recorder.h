@@ -36,16 +36,17 @@ enum class FrState : int32_t { Enqueued = 0, Started = 1, Completed = 2, Failed 
 
 /// One operation as read back from the ring (a plain copy, for dumps and tests).
 struct FrRecord {
-  uint64_t id = 0;      ///< 1, 2, ... in enqueue order on this rank
-  uint64_t seq = 0;     ///< collective sequence number (#1, #2...) or p2p sequence number; 0 before it starts
-  int coll = 0;         ///< a Coll value
-  int type = 0;         ///< chorusDataType_t
-  int op = -1;          ///< chorusRedOp_t for reductions, else -1
-  int root = -1;        ///< root, or peer for send/recv; -1 when unused
-  uint64_t count = 0;   ///< elements, as the user passed it
+  uint64_t id = 0;  ///< 1, 2, ... in enqueue order on this rank
+  uint64_t seq =
+      0;  ///< collective sequence number (#1, #2...) or p2p sequence number; 0 before it starts
+  int coll = 0;        ///< a Coll value
+  int type = 0;        ///< chorusDataType_t
+  int op = -1;         ///< chorusRedOp_t for reductions, else -1
+  int root = -1;       ///< root, or peer for send/recv; -1 when unused
+  uint64_t count = 0;  ///< elements, as the user passed it
   FrState state = FrState::Enqueued;
   int result = chorusSuccess;
-  int waitPeer = -1;    ///< last peer this operation waited on (-1: none yet)
+  int waitPeer = -1;      ///< last peer this operation waited on (-1: none yet)
   bool waitSend = false;  ///< it waited for buffer space at waitPeer (else for data from it)
   int64_t tEnqueueNs = 0, tStartNs = 0, tEndNs = 0;  ///< CLOCK_MONOTONIC_COARSE; 0: not yet
 };
@@ -101,7 +102,7 @@ class FlightRecorder {
     return e->id.load(std::memory_order_relaxed) == id ? e : nullptr;
   }
 
-  const size_t cap_;   // a power of two (or 0)
+  const size_t cap_;  // a power of two (or 0)
   const size_t mask_;
   std::unique_ptr<Entry[]> ring_;
   std::atomic<uint64_t> next_{0};

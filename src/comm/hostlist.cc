@@ -62,8 +62,7 @@ bool expandHostList(const std::string& list, std::vector<std::string>* out, size
   return depth == 0 && !out->empty();
 }
 
-bool parseHostPort(const std::string& hostport, std::string* host, int* port,
-                   const char** why) {
+bool parseHostPort(const std::string& hostport, std::string* host, int* port, const char** why) {
   std::string portText;
   if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
     const size_t close = hostport.find(']');

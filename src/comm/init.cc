@@ -110,8 +110,13 @@ chorusResult_t connectTransports(chorusComm* comm) {
   comm->recvConn.resize(static_cast<size_t>(n));
   int ntab = 0;
   const TransportEntry* table = transportTable(&ntab);
-  TransportContext ctx{comm->rank, n, &comm->peers, comm->commHash, comm->tuning.slotBytes,
-                       comm->tuning.fifoDepth, comm->tuning.llBytes};
+  TransportContext ctx{comm->rank,
+                       n,
+                       &comm->peers,
+                       comm->commHash,
+                       comm->tuning.slotBytes,
+                       comm->tuning.fifoDepth,
+                       comm->tuning.llBytes};
   BootstrapPeerExchange exchange(comm->bootstrap.get());
   ctx.exchange = &exchange;
   fillTransportOptions(&ctx);
@@ -133,7 +138,8 @@ chorusResult_t connectTransports(chorusComm* comm) {
     if (std::none_of(all.begin(), all.end(), [](int v) { return v != 0; })) continue;
 
     std::vector<char> infos(static_cast<size_t>(n) * kConnectInfoBytes, 0);
-    CHORUS_CHECK(tr->setup(ctx, infos.data() + static_cast<size_t>(comm->rank) * kConnectInfoBytes));
+    CHORUS_CHECK(
+        tr->setup(ctx, infos.data() + static_cast<size_t>(comm->rank) * kConnectInfoBytes));
     CHORUS_CHECK(comm->bootstrap->allGather(infos.data(), kConnectInfoBytes));
     for (int p = 0; p < n; ++p) {
       if (p == comm->rank || comm->sendConn[static_cast<size_t>(p)]) continue;
@@ -196,13 +202,14 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   for (int p = 0; p < nranks; ++p)
     if (comm->peers[static_cast<size_t>(p)].rank != p)
       CHORUS_FAIL(chorusInternalError, "bootstrap returned a scrambled peer table");
-  comm->localRanks = static_cast<int>(std::count_if(
-      comm->peers.begin(), comm->peers.end(),
-      [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
+  comm->localRanks =
+      static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(),
+                                     [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
 
   // Waiting policy: spin while we have a core to ourselves, yield at once otherwise.
   const int64_t spin = paramInt(Param::SpinCount);
-  comm->tuning.spin = spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
+  comm->tuning.spin =
+      spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
 
   // Ring and trees from the topology (host by host, socket by socket): src/topology.
   CHORUS_CHECK(commTopoInit(comm));
@@ -213,10 +220,10 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   }
   CHORUS_CHECK(connectTransports(comm));
   commTuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
-  CHORUS_INFO(kLogInit, "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B",
-              rank, nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(),
-              comm->localRanks, comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes,
-              comm->tuning.llBytes);
+  CHORUS_INFO(kLogInit,
+              "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B", rank,
+              nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(), comm->localRanks,
+              comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes, comm->tuning.llBytes);
   return chorusSuccess;
 }
 

@@ -25,20 +25,20 @@ void clearThreadLastError();
 
 #define CHORUS_FAIL(res, ...) return ::chorus::fail((res), __FILE__, __LINE__, __VA_ARGS__)
 
-#define CHORUS_CHECK(call)                                          \
-  do {                                                              \
-    chorusResult_t chorus_res_ = (call);                            \
-    if (__builtin_expect(chorus_res_ != chorusSuccess, 0)) {        \
+#define CHORUS_CHECK(call)                                            \
+  do {                                                                \
+    chorusResult_t chorus_res_ = (call);                              \
+    if (__builtin_expect(chorus_res_ != chorusSuccess, 0)) {          \
       ::chorus::traceFailure(chorus_res_, __FILE__, __LINE__, #call); \
-      return chorus_res_;                                           \
-    }                                                               \
+      return chorus_res_;                                             \
+    }                                                                 \
   } while (0)
 
-#define CHORUS_CHECK_GOTO(call, res, label)                         \
-  do {                                                              \
-    (res) = (call);                                                 \
-    if (__builtin_expect((res) != chorusSuccess, 0)) {              \
-      ::chorus::traceFailure((res), __FILE__, __LINE__, #call);     \
-      goto label;                                                   \
-    }                                                               \
+#define CHORUS_CHECK_GOTO(call, res, label)                     \
+  do {                                                          \
+    (res) = (call);                                             \
+    if (__builtin_expect((res) != chorusSuccess, 0)) {          \
+      ::chorus::traceFailure((res), __FILE__, __LINE__, #call); \
+      goto label;                                               \
+    }                                                           \
   } while (0)

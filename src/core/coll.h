@@ -36,9 +36,9 @@ struct CollArgs {
   size_t count;  // elements, as the user passed it
   chorusDataType_t type;
   kernels::ReduceSpec spec;
-  int root;  // root, or peer for send/recv
-  int op = -1;        // the chorusRedOp_t as passed, for reducing collectives (else -1)
-  uint64_t frId = 0;  // this call's flight-recorder entry (0: none)
+  int root;                // root, or peer for send/recv
+  int op = -1;             // the chorusRedOp_t as passed, for reducing collectives (else -1)
+  uint64_t frId = 0;       // this call's flight-recorder entry (0: none)
   int* anyPeer = nullptr;  // chorusRecvAnySource: root is -1 until a sender is found
 };
 

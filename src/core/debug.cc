@@ -27,10 +27,10 @@ uint32_t parseMask(const std::string& spec) {
   static const struct {
     const char* name;
     uint32_t bit;
-  } kNames[] = {{"INIT", kLogInit},   {"COLL", kLogColl},      {"P2P", kLogP2p},
-                {"SHM", kLogShm},     {"NET", kLogNet},        {"BOOTSTRAP", kLogBootstrap},
-                {"TUNING", kLogTuning}, {"GRAPH", kLogGraph},  {"ENV", kLogEnv},
-                {"ALLOC", kLogAlloc}, {"ALL", kLogAll}};
+  } kNames[] = {{"INIT", kLogInit},     {"COLL", kLogColl},   {"P2P", kLogP2p},
+                {"SHM", kLogShm},       {"NET", kLogNet},     {"BOOTSTRAP", kLogBootstrap},
+                {"TUNING", kLogTuning}, {"GRAPH", kLogGraph}, {"ENV", kLogEnv},
+                {"ALLOC", kLogAlloc},   {"ALL", kLogAll}};
   uint32_t mask = 0;
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -95,8 +95,7 @@ const LogConfig& logConfig() {
 
 void setLogRank(int rank) { tlsRank = rank; }
 
-void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt,
-                ...) {
+void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
   (void)subsys;
   const Sink& s = sink();
   const char* lvl = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";

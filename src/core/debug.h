@@ -38,18 +38,18 @@ inline bool logEnabled(LogLevel level, uint32_t subsys) {
   return static_cast<int>(level) <= c.level && (c.mask & subsys) != 0;
 }
 
-void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt,
-                ...) __attribute__((format(printf, 5, 6)));
+void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /// The rank printed on log lines from this thread (-1: none yet).
 void setLogRank(int rank);
 
 }  // namespace chorus
 
-#define CHORUS_LOG_(lvl, subsys, ...)                                          \
-  do {                                                                         \
-    if (::chorus::logEnabled((lvl), (subsys)))                                 \
-      ::chorus::logMessage((lvl), (subsys), __FILE__, __LINE__, __VA_ARGS__);  \
+#define CHORUS_LOG_(lvl, subsys, ...)                                         \
+  do {                                                                        \
+    if (::chorus::logEnabled((lvl), (subsys)))                                \
+      ::chorus::logMessage((lvl), (subsys), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define CHORUS_WARN(subsys, ...) CHORUS_LOG_(::chorus::LogLevel::Warn, subsys, __VA_ARGS__)
 #define CHORUS_INFO(subsys, ...) CHORUS_LOG_(::chorus::LogLevel::Info, subsys, __VA_ARGS__)

@@ -19,13 +19,16 @@ const ParamInfo kParams[] = {
     {"CHORUS_CHUNKSIZE", "512K", "Bytes per FIFO slot: the pipelining unit of ring algorithms."},
     {"CHORUS_FIFO_DEPTH", "0", "Slots per connection; 0 means BUFFSIZE / CHUNKSIZE."},
     {"CHORUS_LL_THRESHOLD", "16K",
-     "Largest message (bytes) the low-latency protocol carries; the cost model picks direct/LL only up to it."},
+     "Largest message (bytes) the low-latency protocol carries; the cost model picks direct/LL "
+     "only up to it."},
     {"CHORUS_TREE_THRESHOLD", "0",
-     "Largest all-reduce (bytes) for which tree is preferred over ring; 0 lets the cost model decide."},
+     "Largest all-reduce (bytes) for which tree is preferred over ring; 0 lets the cost model "
+     "decide."},
     {"CHORUS_NT_THRESHOLD", "8M",
      "Outputs at least this large are written with streaming (non-temporal) stores."},
     {"CHORUS_ALGO", "",
-     "Restrict the cost model to these algorithms: ring, tree, direct, or a list (ring,tree); ^list excludes. Ignored where none of them can run."},
+     "Restrict the cost model to these algorithms: ring, tree, direct, or a list (ring,tree); "
+     "^list excludes. Ignored where none of them can run."},
     {"CHORUS_PROTO", "", "Restrict the protocol: LL or Simple; ^X excludes one."},
     {"CHORUS_SPIN", "0",
      "Polls before yielding while waiting; 0 picks by load (few when ranks outnumber cores)."},
@@ -38,46 +41,62 @@ const ParamInfo kParams[] = {
     {"CHORUS_CHECK_POINTERS", "1",
      "Check that user buffers are mapped host memory before touching them (1) or not (0)."},
     {"CHORUS_KERNEL_ISA", "",
-     "Force a lower host kernel variant (baseline, avx2) for debugging; a higher one than the CPU runs is ignored."},
+     "Force a lower host kernel variant (baseline, avx2) for debugging; a higher one than the CPU "
+     "runs is ignored."},
     {"CHORUS_NSOCKS", "2",
      "TCP sockets per peer pair and direction; each message is striped across them (1 to 16)."},
     {"CHORUS_SOCKET_BUFSIZE", "4M",
-     "SO_SNDBUF/SO_RCVBUF asked for on TCP transport sockets (the kernel may cap it; 0 keeps its autotuning)."},
+     "SO_SNDBUF/SO_RCVBUF asked for on TCP transport sockets (the kernel may cap it; 0 keeps its "
+     "autotuning)."},
     {"CHORUS_SHM_DISABLE", "0",
      "1: never use shared memory, so ranks of one host talk over TCP (testing, comparisons)."},
-    {"CHORUS_TCP_CHUNKSIZE", "512K", "Bytes per FIFO slot on TCP connections (never less than CHORUS_CHUNKSIZE)."},
+    {"CHORUS_TCP_CHUNKSIZE", "512K",
+     "Bytes per FIFO slot on TCP connections (never less than CHORUS_CHUNKSIZE)."},
     {"CHORUS_INIT_SERVED", "0",
-     "1: the CHORUS_INIT=tcp:// root is already served by the launcher (chorusrun); rank 0 only joins it."},
+     "1: the CHORUS_INIT=tcp:// root is already served by the launcher (chorusrun); rank 0 only "
+     "joins it."},
     {"CHORUS_SLURM_PORT_BASE", "29500",
-     "Under Slurm without CHORUS_INIT, the rendezvous port is this plus a number derived from the job and step ids."},
+     "Under Slurm without CHORUS_INIT, the rendezvous port is this plus a number derived from the "
+     "job and step ids."},
     {"CHORUS_FLIGHT_RECORDER_SIZE", "1024",
-     "Operations each communicator remembers for hang reports (rounded up to a power of two; 0 turns the flight recorder off)."},
+     "Operations each communicator remembers for hang reports (rounded up to a power of two; 0 "
+     "turns the flight recorder off)."},
     {"CHORUS_FLIGHT_RECORDER_DIR", "",
-     "Where every rank writes its flight recorder (on a timeout or peer failure, and at finalize, destroy and abort); read with tools/chorus-hang-report."},
+     "Where every rank writes its flight recorder (on a timeout or peer failure, and at finalize, "
+     "destroy and abort); read with tools/chorus-hang-report."},
     {"CHORUS_CHECK_MODE", "0",
-     "1: before each collective, ranks check that they all make the same call (collective, count, type, op, root); a mismatch fails on every rank."},
+     "1: before each collective, ranks check that they all make the same call (collective, count, "
+     "type, op, root); a mismatch fails on every rank."},
     {"CHORUS_TOPO_FILE", "",
      "Read this host's topology from an hwloc XML file instead of detecting it."},
     {"CHORUS_TOPO_DUMP_FILE", "",
-     "Write the detected topology of each host here as hwloc XML (%h is the host); rank order and graphs go to the GRAPH log."},
+     "Write the detected topology of each host here as hwloc XML (%h is the host); rank order and "
+     "graphs go to the GRAPH log."},
     {"CHORUS_TUNING_FILE", "",
-     "Cost-model constants: lines 'shm|tcp LATENCY_US BANDWIDTH_GBPS', 'set NAME VALUE', 'COLL ALGO PROTO LATENCY_US BANDWIDTH_GBPS|off'."},
+     "Cost-model constants: lines 'shm|tcp LATENCY_US BANDWIDTH_GBPS', 'set NAME VALUE', 'COLL "
+     "ALGO PROTO LATENCY_US BANDWIDTH_GBPS|off'."},
     {"CHORUS_CUDA_DISABLE", "0",
-     "1: behave as a host-only build (chorusStreamFromCuda refused, no CUDA call made for pointers)."},
+     "1: behave as a host-only build (chorusStreamFromCuda refused, no CUDA call made for "
+     "pointers)."},
     {"CHORUS_CUDA_PIECE_BYTES", "4M",
-     "Device buffers are staged and reduced in pieces of this many bytes per block (0: whole call); same on every rank."},
-    {"CHORUS_IB_DISABLE", "0", "1: never use RDMA (InfiniBand/RoCE); peers on other hosts use tcp."},
+     "Device buffers are staged and reduced in pieces of this many bytes per block (0: whole "
+     "call); same on every rank."},
+    {"CHORUS_IB_DISABLE", "0",
+     "1: never use RDMA (InfiniBand/RoCE); peers on other hosts use tcp."},
     {"CHORUS_IB_HCA", "",
-     "RDMA devices to use: comma list of name prefixes, each optionally :port; =list matches exactly, ^list excludes."},
+     "RDMA devices to use: comma list of name prefixes, each optionally :port; =list matches "
+     "exactly, ^list excludes."},
     {"CHORUS_IB_GID_INDEX", "-1",
-     "GID table index for RoCE (or IB with a global route); -1 picks a RoCE v2 GID, IPv4-mapped first."},
+     "GID table index for RoCE (or IB with a global route); -1 picks a RoCE v2 GID, IPv4-mapped "
+     "first."},
     {"CHORUS_IB_TIMEOUT", "18", "RDMA ACK timeout exponent (4.096 us x 2^value) per retry."},
     {"CHORUS_IB_RETRY_CNT", "7",
      "RDMA retransmissions before a write fails with an error completion (0 to 7)."},
     {"CHORUS_IB_SL", "0", "InfiniBand service level of the queue pairs."},
     {"CHORUS_IB_TC", "0", "Traffic class of RoCE / GRH packets."},
     {"CHORUS_IB_REG_CACHE", "1G",
-     "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered past it."},
+     "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered "
+     "past it."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");
@@ -119,8 +138,8 @@ const Registry& registry() {
       if (!parseInt(r->values[i], &v)) {
         if (env && *env && parseInt(kParams[i].defaultValue, &v)) {
           // The logger itself reads params, so warn with plain stderr here.
-          std::fprintf(stderr, "chorus: WARN %s=%s is not an integer, using %s\n",
-                       kParams[i].name, env, kParams[i].defaultValue);
+          std::fprintf(stderr, "chorus: WARN %s=%s is not an integer, using %s\n", kParams[i].name,
+                       env, kParams[i].defaultValue);
         }
         if (!parseInt(kParams[i].defaultValue, &v)) v = 0;
       }

@@ -12,47 +12,47 @@
 namespace chorus {
 
 enum class Param : int {
-  Debug,           // CHORUS_DEBUG
-  DebugSubsys,     // CHORUS_DEBUG_SUBSYS
-  DebugFile,       // CHORUS_DEBUG_FILE
-  TimeoutS,        // CHORUS_TIMEOUT_S
-  BuffSize,        // CHORUS_BUFFSIZE
-  ChunkSize,       // CHORUS_CHUNKSIZE
-  FifoDepth,       // CHORUS_FIFO_DEPTH
-  LlThreshold,     // CHORUS_LL_THRESHOLD
-  TreeThreshold,   // CHORUS_TREE_THRESHOLD
-  NtThreshold,     // CHORUS_NT_THRESHOLD
-  Algo,            // CHORUS_ALGO
-  Proto,           // CHORUS_PROTO
-  SpinCount,       // CHORUS_SPIN
-  HostId,          // CHORUS_HOSTID
-  SocketIfname,    // CHORUS_SOCKET_IFNAME
-  Init,            // CHORUS_INIT
-  Secret,          // CHORUS_SECRET
-  CheckPointers,   // CHORUS_CHECK_POINTERS
-  KernelIsa,       // CHORUS_KERNEL_ISA
-  Nsocks,          // CHORUS_NSOCKS
-  SocketBuf,       // CHORUS_SOCKET_BUFSIZE
-  ShmDisable,      // CHORUS_SHM_DISABLE
-  TcpChunkSize,    // CHORUS_TCP_CHUNKSIZE
-  InitServed,      // CHORUS_INIT_SERVED
-  SlurmPortBase,   // CHORUS_SLURM_PORT_BASE
+  Debug,               // CHORUS_DEBUG
+  DebugSubsys,         // CHORUS_DEBUG_SUBSYS
+  DebugFile,           // CHORUS_DEBUG_FILE
+  TimeoutS,            // CHORUS_TIMEOUT_S
+  BuffSize,            // CHORUS_BUFFSIZE
+  ChunkSize,           // CHORUS_CHUNKSIZE
+  FifoDepth,           // CHORUS_FIFO_DEPTH
+  LlThreshold,         // CHORUS_LL_THRESHOLD
+  TreeThreshold,       // CHORUS_TREE_THRESHOLD
+  NtThreshold,         // CHORUS_NT_THRESHOLD
+  Algo,                // CHORUS_ALGO
+  Proto,               // CHORUS_PROTO
+  SpinCount,           // CHORUS_SPIN
+  HostId,              // CHORUS_HOSTID
+  SocketIfname,        // CHORUS_SOCKET_IFNAME
+  Init,                // CHORUS_INIT
+  Secret,              // CHORUS_SECRET
+  CheckPointers,       // CHORUS_CHECK_POINTERS
+  KernelIsa,           // CHORUS_KERNEL_ISA
+  Nsocks,              // CHORUS_NSOCKS
+  SocketBuf,           // CHORUS_SOCKET_BUFSIZE
+  ShmDisable,          // CHORUS_SHM_DISABLE
+  TcpChunkSize,        // CHORUS_TCP_CHUNKSIZE
+  InitServed,          // CHORUS_INIT_SERVED
+  SlurmPortBase,       // CHORUS_SLURM_PORT_BASE
   FlightRecorderSize,  // CHORUS_FLIGHT_RECORDER_SIZE
   FlightRecorderDir,   // CHORUS_FLIGHT_RECORDER_DIR
   CheckMode,           // CHORUS_CHECK_MODE
-  TopoFile,        // CHORUS_TOPO_FILE
-  TopoDumpFile,    // CHORUS_TOPO_DUMP_FILE
-  TuningFile,      // CHORUS_TUNING_FILE
-  CudaDisable,     // CHORUS_CUDA_DISABLE
-  CudaPieceBytes,  // CHORUS_CUDA_PIECE_BYTES
-  IbDisable,       // CHORUS_IB_DISABLE
-  IbHca,           // CHORUS_IB_HCA
-  IbGidIndex,      // CHORUS_IB_GID_INDEX
-  IbTimeout,       // CHORUS_IB_TIMEOUT
-  IbRetryCnt,      // CHORUS_IB_RETRY_CNT
-  IbSl,            // CHORUS_IB_SL
-  IbTc,            // CHORUS_IB_TC
-  IbRegCache,      // CHORUS_IB_REG_CACHE
+  TopoFile,            // CHORUS_TOPO_FILE
+  TopoDumpFile,        // CHORUS_TOPO_DUMP_FILE
+  TuningFile,          // CHORUS_TUNING_FILE
+  CudaDisable,         // CHORUS_CUDA_DISABLE
+  CudaPieceBytes,      // CHORUS_CUDA_PIECE_BYTES
+  IbDisable,           // CHORUS_IB_DISABLE
+  IbHca,               // CHORUS_IB_HCA
+  IbGidIndex,          // CHORUS_IB_GID_INDEX
+  IbTimeout,           // CHORUS_IB_TIMEOUT
+  IbRetryCnt,          // CHORUS_IB_RETRY_CNT
+  IbSl,                // CHORUS_IB_SL
+  IbTc,                // CHORUS_IB_TC
+  IbRegCache,          // CHORUS_IB_REG_CACHE
   Count
 };
 

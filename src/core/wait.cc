@@ -54,8 +54,8 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
           return chorusSuccess;
         }
         timespec ts{0, kSleepSliceNs};
-        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAIT, seen, &ts,
-                nullptr, 0);
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAIT, seen, &ts, nullptr,
+                0);
         bell->sleepers.fetch_sub(1, std::memory_order_relaxed);
       }
     }

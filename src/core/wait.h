@@ -25,10 +25,10 @@ namespace chorus {
 /// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
 /// if the deadline passes.
 struct WaitCtx {
-  int64_t deadlineNs;               ///< absolute CLOCK_MONOTONIC
+  int64_t deadlineNs;  ///< absolute CLOCK_MONOTONIC
   const std::atomic<int>* abortFlag;
-  int spin;                         ///< polls before the first yield
-  const char* what;                 ///< e.g. "all_reduce #12"
+  int spin;          ///< polls before the first yield
+  const char* what;  ///< e.g. "all_reduce #12"
 };
 
 /// A futex word plus a count of sleepers; lives in shared memory, one per rank.
@@ -62,8 +62,8 @@ inline void ringDoorbell(Doorbell* bell) {
 /// abort: nobody may go on sleeping until its time slice ends).
 inline void wakeAllWaiters(Doorbell* bell) {
   bell->seq.fetch_add(1, std::memory_order_seq_cst);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+          0);
 }
 
 /// True once process `pid` is gone: no such process, or a zombie (killed, not yet reaped by
@@ -79,8 +79,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
 /// chorusRemoteError once process `watchPid` (a same-host peer; 0: none) no longer exists,
 /// checked about twice a second while sleeping, so a dead peer is not a five-minute hang.
 template <class Ready>
-inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell,
-                                int watchPid = 0) {
+inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell, int watchPid = 0) {
   if (__builtin_expect(ready(), 1)) return chorusSuccess;
   for (int i = 0; i < w.spin; ++i) {
     cpuRelax();

@@ -2,8 +2,9 @@
 //
 // The design, chosen to be simple enough to be right without ever running on a GPU here:
 //
-//   user's CUDA stream:  copy in p0 | rec in0 | copy in p1 | rec in1 | ... | wait(t0) | copy out p0 | wait(t1) | copy out p1 | ... | rec done
-//   stream's worker:     sync in0 -> host collective on p0 -> flag=t0 ; sync in1 -> ... ; sync done -> staging back to the pool
+//   user's CUDA stream:  copy in p0 | rec in0 | copy in p1 | rec in1 | ... | wait(t0) | copy out p0
+//   | wait(t1) | copy out p1 | ... | rec done stream's worker:     sync in0 -> host collective on
+//   p0 -> flag=t0 ; sync in1 -> ... ; sync done -> staging back to the pool
 //
 // - Every buffer is copied piece by piece (cudaMemcpy2DAsync, one 2D copy per buffer and
 //   piece, see pieces.h) into pinned, mapped host staging; the existing host algorithms and
@@ -120,8 +121,9 @@ void hostCopyPiece(const OpStage& st, size_t k, bool toStaging, unsigned char* s
   unsigned char* packed =
       staging + (toStaging ? st.inOffset : st.outOffset) + nblocks * pc.first * st.elem;
   if (toStaging)
-    hostCopy2D(packed, width, static_cast<const unsigned char*>(st.op.args.sendbuf) + pc.first * st.elem,
-               block, width, nblocks);
+    hostCopy2D(packed, width,
+               static_cast<const unsigned char*>(st.op.args.sendbuf) + pc.first * st.elem, block,
+               width, nblocks);
   else
     hostCopy2D(static_cast<unsigned char*>(st.op.args.recvbuf) + pc.first * st.elem, block, packed,
                width, width, nblocks);
@@ -222,7 +224,8 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
   // Inputs, every piece, before any output (in-place safety).
   for (size_t k = 0; k < npieces; ++k) {
     bool ok = true;
-    for (const OpStage& st : stages) ok = ok && copyPiece(rt, st, k, true, staging, b->cudaStream, &err);
+    for (const OpStage& st : stages)
+      ok = ok && copyPiece(rt, st, k, true, staging, b->cudaStream, &err);
     if (!ok || !rt.eventRecord(inEvents[k], b->cudaStream, &err)) {
       // Copies already queued may still write the staging: it stays taken until the
       // stream is destroyed. Nothing waits on a ticket yet, so the stream cannot hang.
@@ -241,7 +244,8 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
   bool doneRecorded = false;
   for (size_t k = 0; k < npieces && setupError.empty(); ++k) {
     bool ok = rt.waitFlag(b->flagDev, firstTicket + k, b->cudaStream, &err);
-    for (const OpStage& st : stages) ok = ok && copyPiece(rt, st, k, false, staging, b->cudaStream, &err);
+    for (const OpStage& st : stages)
+      ok = ok && copyPiece(rt, st, k, false, staging, b->cudaStream, &err);
     if (!ok) setupError = err;
   }
   if (setupError.empty()) {
@@ -279,10 +283,9 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
       if (k == 0 && r == chorusSuccess)
         for (const OpStage& st : stages)
           if (st.recvOnHost && r == chorusSuccess)
-            r = checkHostBuffer(st.op.comm, st.op.args.recvbuf,
-                                st.layout.recv.nblocks * st.op.args.count * st.elem,
-                                "a call on a CUDA stream", "recvbuff", true,
-                                describeNonHostPointer);
+            r = checkHostBuffer(
+                st.op.comm, st.op.args.recvbuf, st.layout.recv.nblocks * st.op.args.count * st.elem,
+                "a call on a CUDA stream", "recvbuff", true, describeNonHostPointer);
       if (r == chorusSuccess) {
         std::vector<Op> pieceOps;
         pieceOps.reserve(stages.size());
@@ -307,7 +310,8 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
       for (void* ev : inEvents) b->freeEvents.push_back(ev);
       b->freeEvents.push_back(doneEvent);
     }
-    for (const OpStage& st : stages) st.op.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+    for (const OpStage& st : stages)
+      st.op.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
     return r;
   };
   // Pushed under b->mutex: the worker must run jobs in ticket order.
@@ -317,7 +321,8 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
     // Only when the stream is being destroyed while this call enqueues (a user error): no
     // job will raise the flag, so raise it here rather than leave the stream waiting.
     __atomic_store_n(b->flagHost, firstTicket + npieces - 1, __ATOMIC_RELEASE);
-    for (const OpStage& st : stages) st.op.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+    for (const OpStage& st : stages)
+      st.op.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
     return pushed;
   }
   if (!setupError.empty())

@@ -44,19 +44,18 @@ struct StreamBinding final : DeviceExecutor {
   ~StreamBinding() override;
   chorusResult_t checkBuffer(chorusComm* comm, const void* ptr, size_t bytes, const char* api,
                              const char* argName, bool writable) override;
-  chorusResult_t enqueue(chorusStream* s, const std::vector<Op>& ops,
-                         RunHostOps runHost) override;
+  chorusResult_t enqueue(chorusStream* s, const std::vector<Op>& ops, RunHostOps runHost) override;
   chorusResult_t synchronize() override;
 
-  bool ready = false;           // fully set up (the stream owns it from then on)
+  bool ready = false;  // fully set up (the stream owns it from then on)
   const Runtime* rt = nullptr;
   void* cudaStream = nullptr;
   int device = 0;
-  PinnedBlock flagBlock;        // its first 8 bytes: pieces finished by the host side
-  uint64_t* flagHost = nullptr; // written by the stream's worker only
+  PinnedBlock flagBlock;         // its first 8 bytes: pieces finished by the host side
+  uint64_t* flagHost = nullptr;  // written by the stream's worker only
   const volatile uint64_t* flagDev = nullptr;  // read by the wait kernels
-  std::mutex mutex;             // guards everything below (callers may share a stream)
-  uint64_t issued = 0;          // pieces handed out; the worker finishes them in order
+  std::mutex mutex;                 // guards everything below (callers may share a stream)
+  uint64_t issued = 0;              // pieces handed out; the worker finishes them in order
   std::deque<PinnedBlock> staging;  // stable addresses (jobs hold them); freed at destroy
   std::vector<void*> freeEvents;
   std::vector<void*> allEvents;

@@ -54,9 +54,8 @@ class Runtime {
                                std::string* err) const = 0;
   virtual void hostFree(void* hostPtr) const = 0;
   /// cudaMemcpy2DAsync(..., cudaMemcpyDefault, stream): `height` rows of `width` bytes.
-  virtual bool memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
-                             size_t width, size_t height, void* stream,
-                             std::string* err) const = 0;
+  virtual bool memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                             size_t height, void* stream, std::string* err) const = 0;
   /// Events without timing, with blocking synchronization (the host thread sleeps).
   virtual bool eventCreate(void** ev, std::string* err) const = 0;
   virtual void eventDestroy(void* ev) const = 0;

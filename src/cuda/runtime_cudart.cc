@@ -18,7 +18,8 @@ namespace {
 bool failed(cudaError_t e, const char* what, std::string* err) {
   if (e == cudaSuccess) return false;
   (void)cudaGetLastError();  // clear the sticky-until-read error of this thread
-  if (err) *err = std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (err)
+    *err = std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
   return true;
 }
 
@@ -48,7 +49,10 @@ class CudartRuntime final : public Runtime {
       case cudaMemoryTypeDevice:
       case cudaMemoryTypeManaged: out->kind = MemKind::Device; break;
       case cudaMemoryTypeHost: out->kind = MemKind::PinnedHost; break;
-      default: out->kind = MemKind::Host; out->device = -1; break;
+      default:
+        out->kind = MemKind::Host;
+        out->device = -1;
+        break;
     }
     return true;
   }
@@ -56,7 +60,8 @@ class CudartRuntime final : public Runtime {
   bool streamDevice(void* stream, int* device, std::string* err) const override {
     auto s = static_cast<cudaStream_t>(stream);
     const cudaError_t q = cudaStreamQuery(s);
-    if (q != cudaSuccess && q != cudaErrorNotReady && failed(q, "cudaStreamQuery", err)) return false;
+    if (q != cudaSuccess && q != cudaErrorNotReady && failed(q, "cudaStreamQuery", err))
+      return false;
     return !failed(cudaStreamGetDevice(s, device), "cudaStreamGetDevice", err);
   }
 
@@ -68,7 +73,8 @@ class CudartRuntime final : public Runtime {
     return !failed(cudaSetDevice(device), "cudaSetDevice", err);
   }
 
-  bool hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr, std::string* err) const override {
+  bool hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr,
+                       std::string* err) const override {
     if (failed(cudaHostAlloc(hostPtr, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
                "cudaHostAlloc", err))
       return false;
@@ -100,7 +106,8 @@ class CudartRuntime final : public Runtime {
   }
 
   void eventDestroy(void* ev) const override {
-    if (ev) (void)failed(cudaEventDestroy(static_cast<cudaEvent_t>(ev)), "cudaEventDestroy", nullptr);
+    if (ev)
+      (void)failed(cudaEventDestroy(static_cast<cudaEvent_t>(ev)), "cudaEventDestroy", nullptr);
   }
 
   bool eventRecord(void* ev, void* stream, std::string* err) const override {
@@ -119,8 +126,8 @@ class CudartRuntime final : public Runtime {
   }
 
   bool streamSynchronize(void* stream, std::string* err) const override {
-    return !failed(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize",
-                   err);
+    return !failed(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+                   "cudaStreamSynchronize", err);
   }
 };
 

@@ -8,7 +8,8 @@ namespace chorus {
 namespace cuda {
 namespace {
 
-constexpr const char* kNoCuda = "this build of Chorus has no CUDA support (built with -Dcuda=disabled)";
+constexpr const char* kNoCuda =
+    "this build of Chorus has no CUDA support (built with -Dcuda=disabled)";
 
 bool no(std::string* err) {
   if (err) *err = kNoCuda;

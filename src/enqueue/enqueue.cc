@@ -33,8 +33,10 @@ chorusResult_t runBatches(std::vector<std::pair<chorusComm*, std::vector<Op>>>& 
                           bool async) {
   if (batches.size() == 1) {
     chorusResult_t r = executeBatch(batches[0].first, batches[0].second);
-    if (async) recordAsync(batches[0].first, r);
-    else commRecordError(batches[0].first, r);  // chorusGetLastError(comm) tells why
+    if (async)
+      recordAsync(batches[0].first, r);
+    else
+      commRecordError(batches[0].first, r);  // chorusGetLastError(comm) tells why
     return r;
   }
   std::vector<chorusResult_t> results(batches.size(), chorusSuccess);

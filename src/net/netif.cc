@@ -53,8 +53,7 @@ bool isLinkLocal6(const sockaddr* sa) {
 
 }  // namespace
 
-chorusResult_t findInterfaceAddr(const std::string& specText, SockAddr* out,
-                                 std::string* ifname) {
+chorusResult_t findInterfaceAddr(const std::string& specText, SockAddr* out, std::string* ifname) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) CHORUS_FAIL(chorusSystemError, "getifaddrs failed");
   const Spec spec = parseSpec(specText);

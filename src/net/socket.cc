@@ -43,8 +43,7 @@ std::string SockAddr::str() const {
   char host[INET6_ADDRSTRLEN + IF_NAMESIZE + 2] = "?";
   char out[sizeof(host) + 16];
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host,
-              sizeof(host));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, host, sizeof(host));
     snprintf(out, sizeof(out), "%s:%d", host, port());
   } else if (family() == AF_INET6) {
     const auto* a6 = reinterpret_cast<const sockaddr_in6*>(&ss);
@@ -106,8 +105,7 @@ chorusResult_t waitFd(int fd, short events, int64_t deadlineNs, int abortFd, con
     if (abortFd >= 0 && (p[1].revents & POLLIN))
       CHORUS_FAIL(chorusAborted, "aborted while waiting for %s", what);
     if (p[0].revents) return chorusSuccess;  // ready, or an error the caller's I/O will see
-    if (nowNs() >= deadlineNs)
-      CHORUS_FAIL(chorusTimeout, "timed out waiting for %s", what);
+    if (nowNs() >= deadlineNs) CHORUS_FAIL(chorusTimeout, "timed out waiting for %s", what);
   }
 }
 
@@ -118,9 +116,8 @@ void setNoDelay(int fd) {
 }
 
 bool retryableConnectError(int err) {
-  return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH ||
-         err == EHOSTUNREACH || err == ECONNRESET || err == ECONNABORTED || err == EAGAIN ||
-         err == EADDRNOTAVAIL;
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
+         err == ECONNRESET || err == ECONNABORTED || err == EAGAIN || err == EADDRNOTAVAIL;
 }
 
 // One attempt. Returns chorusSuccess with *err = 0 when connected; chorusSuccess with
@@ -129,8 +126,7 @@ chorusResult_t tryConnect(const SockAddr& addr, int64_t deadlineNs, int abortFd,
                           const char* what, int* err) {
   *err = 0;
   Fd s(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!s.valid())
-    CHORUS_FAIL(chorusSystemError, "socket() for %s: %s", what, strerror(errno));
+  if (!s.valid()) CHORUS_FAIL(chorusSystemError, "socket() for %s: %s", what, strerror(errno));
   setNoDelay(s.get());
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {
     if (errno != EINPROGRESS && errno != EINTR) {
@@ -192,8 +188,8 @@ chorusResult_t listenOn(const SockAddr& bindAddr, bool reuseAddr, Fd* out, SockA
 chorusResult_t acceptOne(int listenFd, Fd* out, SockAddr* peer) {
   SockAddr a;
   a.len = sizeof(a.ss);
-  int fd = ::accept4(listenFd, reinterpret_cast<sockaddr*>(&a.ss), &a.len,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+  int fd =
+      ::accept4(listenFd, reinterpret_cast<sockaddr*>(&a.ss), &a.len, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       CHORUS_WARN(kLogBootstrap, "accept: %s (ignored)", strerror(errno));
@@ -210,8 +206,7 @@ chorusResult_t connectOnce(const SockAddr& addr, int64_t deadlineNs, int abortFd
                            const char* what) {
   int err = 0;
   CHORUS_CHECK(tryConnect(addr, deadlineNs, abortFd, out, what, &err));
-  if (err != 0)
-    CHORUS_FAIL(chorusRemoteError, "cannot connect to %s: %s", what, strerror(err));
+  if (err != 0) CHORUS_FAIL(chorusRemoteError, "cannot connect to %s: %s", what, strerror(err));
   return chorusSuccess;
 }
 
@@ -228,8 +223,8 @@ chorusResult_t connectRetry(const SockAddr& addr, int64_t deadlineNs, int abortF
       CHORUS_FAIL(chorusSystemError, "cannot connect to %s: %s", what, strerror(err));
     int64_t now = nowNs();
     if (now >= deadlineNs)
-      CHORUS_FAIL(chorusTimeout, "timed out connecting to %s after %d attempts: %s", what,
-                  attempts, strerror(err));
+      CHORUS_FAIL(chorusTimeout, "timed out connecting to %s after %d attempts: %s", what, attempts,
+                  strerror(err));
     if (attempts == 1)
       CHORUS_INFO(kLogBootstrap, "connect to %s: %s, retrying", what, strerror(err));
     // Sleep on the abort fd so abort stays prompt.
@@ -289,8 +284,7 @@ chorusResult_t sendAll(int fd, const void* data, size_t n, int64_t deadlineNs, i
     if (done == n) return chorusSuccess;
     if (st == IoStatus::Closed)
       CHORUS_FAIL(chorusRemoteError, "connection closed by peer while sending %s", what);
-    if (st == IoStatus::Error)
-      CHORUS_FAIL(chorusSystemError, "send %s: %s", what, strerror(errno));
+    if (st == IoStatus::Error) CHORUS_FAIL(chorusSystemError, "send %s: %s", what, strerror(errno));
     CHORUS_CHECK(waitFd(fd, POLLOUT, deadlineNs, abortFd, what));
   }
 }
@@ -299,15 +293,14 @@ chorusResult_t recvAll(int fd, void* data, size_t n, int64_t deadlineNs, int abo
                        const char* what) {
   size_t done = 0;
   for (;;) {
-    if (abortSignalled(abortFd))
-      CHORUS_FAIL(chorusAborted, "aborted while waiting for %s", what);
+    if (abortSignalled(abortFd)) CHORUS_FAIL(chorusAborted, "aborted while waiting for %s", what);
     IoStatus st = recvSome(fd, data, n, &done);
     if (done == n) return chorusSuccess;
     if (st == IoStatus::Closed)
-      CHORUS_FAIL(chorusRemoteError, "connection closed by peer while waiting for %s (%zu of %zu bytes)",
-                  what, done, n);
-    if (st == IoStatus::Error)
-      CHORUS_FAIL(chorusSystemError, "recv %s: %s", what, strerror(errno));
+      CHORUS_FAIL(chorusRemoteError,
+                  "connection closed by peer while waiting for %s (%zu of %zu bytes)", what, done,
+                  n);
+    if (st == IoStatus::Error) CHORUS_FAIL(chorusSystemError, "recv %s: %s", what, strerror(errno));
     CHORUS_CHECK(waitFd(fd, POLLIN, deadlineNs, abortFd, what));
   }
 }

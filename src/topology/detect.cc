@@ -257,8 +257,10 @@ HostTopo fromHwloc(hwloc_topology_t t, const std::string& source) {
       hwloc_obj_t pkg = anc->type == HWLOC_OBJ_PACKAGE
                             ? anc
                             : hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, anc);
-      if (pkg) d.package = static_cast<int>(pkg->logical_index);
-      else if (npkg <= 1) d.package = 0;
+      if (pkg)
+        d.package = static_cast<int>(pkg->logical_index);
+      else if (npkg <= 1)
+        d.package = 0;
       if (d.numa >= 0 && d.package < 0) d.package = h.numas[static_cast<size_t>(d.numa)].package;
     }
     (d.kind == PciDevice::Kind::Gpu ? h.gpus : h.nics).push_back(d);
@@ -327,7 +329,7 @@ HostTopo detectHost(std::string* xmlOut) {
 #else
   if (xmlOut) xmlOut->clear();
   return flatFallback(file.empty() ? "built without hwloc"
-                               : "built without hwloc, CHORUS_TOPO_FILE=" + file + " ignored");
+                                   : "built without hwloc, CHORUS_TOPO_FILE=" + file + " ignored");
 #endif
 }
 
@@ -393,8 +395,8 @@ bool bindMemoryToNuma(void* addr, size_t bytes, int numaOsIndex) {
   const uintptr_t lo = reinterpret_cast<uintptr_t>(addr) & ~static_cast<uintptr_t>(pg - 1);
   const size_t len = bytes + (reinterpret_cast<uintptr_t>(addr) - lo);
   if (syscall(SYS_mbind, lo, len, MPOL_PREFERRED, mask, 1024ul, 0ul) != 0) {
-    CHORUS_INFO(kLogShm, "mbind to NUMA node %d failed: %s (pages stay where touched)",
-                numaOsIndex, strerror(errno));
+    CHORUS_INFO(kLogShm, "mbind to NUMA node %d failed: %s (pages stay where touched)", numaOsIndex,
+                strerror(errno));
     return false;
   }
   return true;
@@ -443,8 +445,8 @@ std::string describe(const HostTopo& h) {
   return s.str();
 }
 
-RankTopoRecord makeRecord(const HostTopo& host, const std::vector<int>& binding,
-                          uint64_t hostHash, int rank) {
+RankTopoRecord makeRecord(const HostTopo& host, const std::vector<int>& binding, uint64_t hostHash,
+                          int rank) {
   RankTopoRecord r;
   r.hostHash = hostHash;
   r.rank = rank;

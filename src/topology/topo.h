@@ -2,8 +2,8 @@
 //
 // Detection (detect.cc) turns hwloc's view of one host — or an hwloc XML file given with
 // CHORUS_TOPO_FILE — into the plain structs below, so that nothing past detection depends
-// on hwloc. Ranks then exchange a fixed-size RankTopoRecord each (src/comm/topo_exchange.cc) and the
-// graph builders (graph.cc) compute rings and trees from those records alone: they are pure
+// on hwloc. Ranks then exchange a fixed-size RankTopoRecord each (src/comm/topo_exchange.cc) and
+// the graph builders (graph.cc) compute rings and trees from those records alone: they are pure
 // functions, so tests feed them synthetic multi-host layouts without any process.
 #pragma once
 
@@ -29,7 +29,7 @@ struct PciDevice {
 
 struct NumaNode {
   int osIndex = 0;
-  int package = -1;      // logical package index
+  int package = -1;  // logical package index
   uint64_t memBytes = 0;
   std::vector<int> cpus;  // PU os indices
 };
@@ -116,8 +116,8 @@ std::string describe(const HostTopo& host);
 struct RankTopoRecord {
   uint64_t hostHash = 0;
   int32_t rank = 0;
-  int16_t package = -1;   // logical package of the binding, -1 unbound/unknown
-  int16_t numa = -1;      // logical NUMA node of the binding, -1 unbound/unknown
+  int16_t package = -1;  // logical package of the binding, -1 unbound/unknown
+  int16_t numa = -1;     // logical NUMA node of the binding, -1 unbound/unknown
   int16_t nPackages = 1;
   int16_t nNumas = 1;
   int16_t nGpus = 0;
@@ -129,8 +129,8 @@ struct RankTopoRecord {
 static_assert(sizeof(RankTopoRecord) == 64, "fixed-size record");
 
 /// Makes this rank's record from its host and binding.
-RankTopoRecord makeRecord(const HostTopo& host, const std::vector<int>& binding,
-                          uint64_t hostHash, int rank);
+RankTopoRecord makeRecord(const HostTopo& host, const std::vector<int>& binding, uint64_t hostHash,
+                          int rank);
 
 /// Host order used by every graph: hosts in the order of their lowest rank. Returns, for
 /// each host, its ranks ordered package by package, NUMA node by NUMA node, then by rank.

@@ -144,8 +144,7 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
     const std::string key = lower(w[0]);
     if (key == "shm" || key == "tcp") {
       LinkCost& l = key == "shm" ? p.shm : p.tcp;
-      if (w.size() != 3 || !number(w[1], &l.latUs) || !number(w[2], &l.bwGBps) ||
-          l.bwGBps <= 0)
+      if (w.size() != 3 || !number(w[1], &l.latUs) || !number(w[2], &l.bwGBps) || l.bwGBps <= 0)
         return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
       continue;
     }
@@ -207,16 +206,12 @@ size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
 
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes) {
   switch (coll) {
-    case Coll::AllReduce:
-      return a != Algo::Direct || bytes <= s.llBytes;
+    case Coll::AllReduce: return a != Algo::Direct || bytes <= s.llBytes;
     case Coll::Broadcast:
-    case Coll::AllGather:
-      return a == Algo::Ring || (a == Algo::Direct && bytes <= s.llBytes);
+    case Coll::AllGather: return a == Algo::Ring || (a == Algo::Direct && bytes <= s.llBytes);
     case Coll::Reduce:
-    case Coll::ReduceScatter:
-      return a == Algo::Ring;
-    default:
-      return a == Algo::Direct;
+    case Coll::ReduceScatter: return a == Algo::Ring;
+    default: return a == Algo::Direct;
   }
 }
 
@@ -304,7 +299,7 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         return steps * h.lat + 2.0 * (n - 1) / n * S / h.bw;
       } else {
         int depth = 0;
-        while ((2 << depth) <= n) ++depth;  // floor(log2 n)
+        while ((2 << depth) <= n) ++depth;     // floor(log2 n)
         const int k = std::min(2, n - 1) + 1;  // a node's children + its parent
         const double t = 2 * depth * h.lat +
                          (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
@@ -318,15 +313,14 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
     case Coll::ReduceScatter:
       if (a == Algo::Direct) return directLat + 2.0 * (n - 1) / n * S / h.bw;
       return (n - 1) * h.lat + ((n - 1.0) / n * S + (n - 2) * std::min(piece, share)) / h.bw;
-    case Coll::Barrier:
-      return 2 * directLat;
+    case Coll::Barrier: return 2 * directLat;
     default:  // scatter, gather, all-to-all, send, recv: n-1 exchanges of a share
       return (n - 1) * (h.lat + share / h.bw);
   }
 }
 
-Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes,
-              unsigned algoMask, unsigned protoMask) {
+Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes, unsigned algoMask,
+              unsigned protoMask) {
   // Try the user's restriction; if it leaves nothing runnable at this size (CHORUS_ALGO=direct
   // for 256 MiB), keep only the protocol restriction, then nothing.
   const unsigned masks[3][2] = {{algoMask, protoMask}, {~0u, protoMask}, {~0u, ~0u}};
@@ -339,8 +333,7 @@ Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes
       double t = predictUs(p, s, coll, a, bytes);
       if (t < 0) continue;
       // CHORUS_TREE_THRESHOLD (legacy): below it, tree beats ring whatever the model says.
-      if (coll == Coll::AllReduce && s.treeBytes && bytes <= s.treeBytes && a == Algo::Tree)
-        t = 0;
+      if (coll == Coll::AllReduce && s.treeBytes && bytes <= s.treeBytes && a == Algo::Tree) t = 0;
       if (t < best) best = t, pick = i;
     }
     if (pick >= 0) return static_cast<Algo>(pick);
@@ -400,7 +393,7 @@ std::string sizeText(size_t b) {
 
 std::string formatPredictions(const ModelParams& p, const ModelShape& s, unsigned algoMask,
                               unsigned protoMask) {
-  static const size_t kSizes[] = {8, 256, 4 << 10, 16 << 10, 64 << 10, 256 << 10,
+  static const size_t kSizes[] = {8,       256,     4 << 10,  16 << 10, 64 << 10, 256 << 10,
                                   1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20};
   static const Coll kColls[] = {Coll::AllReduce, Coll::Broadcast, Coll::AllGather, Coll::Reduce,
                                 Coll::ReduceScatter};
@@ -497,8 +490,8 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
   const unsigned am = parseAlgoMask(algo, &badA);
   const unsigned pm = parseProtoMask(proto, &badP);
   if (!badA.empty())
-    CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)",
-                algo.c_str(), badA.c_str());
+    CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)", algo.c_str(),
+                badA.c_str());
   if (!badP.empty())
     CHORUS_WARN(kLogTuning, "CHORUS_PROTO=%s: unknown %s ignored (LL, Simple)", proto.c_str(),
                 badP.c_str());
@@ -507,9 +500,10 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
                 "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %s; shm %.2f us "
                 "%.2f GB/s, tcp %.2f us %.2f GB/s; CHORUS_ALGO=%s CHORUS_PROTO=%s",
                 s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus,
-                s.allTcp ? "all hops tcp" : s.tcpHops ? "shm + tcp hops" : "shm only",
-                p.shm.latUs, p.shm.bwGBps, p.tcp.latUs, p.tcp.bwGBps, algo.c_str(),
-                proto.c_str());
+                s.allTcp    ? "all hops tcp"
+                : s.tcpHops ? "shm + tcp hops"
+                            : "shm only",
+                p.shm.latUs, p.shm.bwGBps, p.tcp.latUs, p.tcp.bwGBps, algo.c_str(), proto.c_str());
     std::stringstream ss(formatPredictions(p, s, am, pm));
     for (std::string line; std::getline(ss, line);) CHORUS_INFO(kLogTuning, "%s", line.c_str());
   }
@@ -535,8 +529,7 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
       p.proto = Proto::Simple;
       p.pieceBytes = k.slotBytes;
       break;
-    default:
-      break;
+    default: break;
   }
   if (p.pieceBytes < 64) p.pieceBytes = 64;
   return p;

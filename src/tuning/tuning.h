@@ -48,15 +48,15 @@ struct LinkCost {
 /// Every constant of the model. Defaults are measured on the 2-core development machine
 /// (docs/PERF.md "Tuning: auto vs forced"); CHORUS_TUNING_FILE may replace any of them.
 struct ModelParams {
-  LinkCost shm{0.38, 6.5};  // LL hop latency; per-rank copy rate of a slot pipeline
-  LinkCost tcp{45.0, 1.0};  // one message over a socket; per-rank stream rate
-  double simpleStepUs = 1.0;    // extra per step of the slot (Simple) protocol over LL
-  double llBwFactor = 0.71;     // LL moves 8 data bytes per 16-byte item, but skips a copy
-  double llPeerUs = 0.15;       // each further peer of a direct exchange
-  double treeBwFactor = 0.6;    // tree bytes per rank: (children + 1) * S * this
-  double osLatFactor = 0.0;     // hop latency x (1 + this * (ranks per core - 1))
-  double osLatUs = 1.0;         // direct: + this per peer per extra rank per core
-  double osBwFactor = 1.0;      // Simple bandwidth / (1 + this * (ranks per core - 1))
+  LinkCost shm{0.38, 6.5};    // LL hop latency; per-rank copy rate of a slot pipeline
+  LinkCost tcp{45.0, 1.0};    // one message over a socket; per-rank stream rate
+  double simpleStepUs = 1.0;  // extra per step of the slot (Simple) protocol over LL
+  double llBwFactor = 0.71;   // LL moves 8 data bytes per 16-byte item, but skips a copy
+  double llPeerUs = 0.15;     // each further peer of a direct exchange
+  double treeBwFactor = 0.6;  // tree bytes per rank: (children + 1) * S * this
+  double osLatFactor = 0.0;   // hop latency x (1 + this * (ranks per core - 1))
+  double osLatUs = 1.0;       // direct: + this per peer per extra rank per core
+  double osBwFactor = 1.0;    // Simple bandwidth / (1 + this * (ranks per core - 1))
   /// All-reduce tree over all-TCP hops: the predicted time times a factor fitted to
   /// measurements per power-of-two size, 16 KiB (index 0) to 8 MiB (index 9), interpolated
   /// in log2(size) between them and held flat outside (as NCCL corrects its tree by size).
@@ -89,7 +89,7 @@ struct ModelShape {
   bool allTcp = false;    // every hop is TCP (CHORUS_SHM_DISABLE=1, or one rank per host)
   size_t llBytes = 16 << 10;
   size_t slotBytes = 512 << 10;
-  size_t treeBytes = 0;   // CHORUS_TREE_THRESHOLD: all-reduce prefers tree up to it
+  size_t treeBytes = 0;  // CHORUS_TREE_THRESHOLD: all-reduce prefers tree up to it
 };
 
 /// Bit i set = Algo i (or Proto i) allowed. Parses "", "ring", "ring,tree", "^tree",
@@ -130,8 +130,8 @@ struct TuningTables {
 
 /// The best allowed algorithm by the model (a restriction that leaves nothing runnable for
 /// a size is ignored for that size).
-Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes,
-              unsigned algoMask, unsigned protoMask);
+Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes, unsigned algoMask,
+              unsigned protoMask);
 /// The thresholds: exact switch points of bestAlgo over all sizes.
 TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned algoMask,
                          unsigned protoMask);
@@ -156,7 +156,7 @@ struct ShapeInputs {
   bool otherHops = false;            // a connected transport is not (tcp, rdma)
   bool shmDisabled = false;          // CHORUS_SHM_DISABLE (used while nothing is connected)
   size_t llBytes = 16 << 10;
-  size_t slotBytes = 0;              // 0: the ModelShape default
+  size_t slotBytes = 0;  // 0: the ModelShape default
   size_t treeBytes = 0;
 };
 ModelShape shapeFrom(const ShapeInputs& in);

@@ -139,8 +139,10 @@ int main(int argc, char** argv) {
   }
   struct nfq_q_handle* qh = nfq_create_queue(h, (uint16_t)queue, on_packet, NULL);
   if (!qh) {
-    fprintf(stderr, "netdelay: binding queue %ld: %s (is NFQUEUE in the kernel, are we root, "
-            "is the queue taken?)\n", queue, strerror(errno));
+    fprintf(stderr,
+            "netdelay: binding queue %ld: %s (is NFQUEUE in the kernel, are we root, "
+            "is the queue taken?)\n",
+            queue, strerror(errno));
     nfq_close(h);
     return 1;
   }

@@ -40,8 +40,9 @@ bool othersDumped(const char* dir, int self, int n) {
     while (dirent* e = readdir(d)) {
       const char* p = std::strstr(e->d_name, "-rank");
       int r = -1;
-      if (std::strncmp(e->d_name, "chorus-fr-", 10) == 0 && p && std::sscanf(p, "-rank%d.json", &r) == 1 &&
-          r >= 0 && r < n && std::strstr(p, ".tmp") == nullptr)
+      if (std::strncmp(e->d_name, "chorus-fr-", 10) == 0 && p &&
+          std::sscanf(p, "-rank%d.json", &r) == 1 && r >= 0 && r < n &&
+          std::strstr(p, ".tmp") == nullptr)
         seen[static_cast<size_t>(r)] = true;
     }
     closedir(d);
@@ -57,15 +58,22 @@ int main(int argc, char** argv) {
   size_t count = 1024;
   double linger = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--mode")) mode = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--victim")) victim = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--calls")) calls = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--count")) count = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--expect")) expect = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--linger")) linger = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--mode"))
+      mode = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--victim"))
+      victim = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--calls"))
+      calls = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--count"))
+      count = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--expect"))
+      expect = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--linger"))
+      linger = std::atof(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: skip_call [--mode skip|other] [--victim R] [--calls K] "
-                           "[--count C] [--expect timeout|mismatch] [--linger S]\n");
+      std::fprintf(stderr,
+                   "usage: skip_call [--mode skip|other] [--victim R] [--calls K] "
+                   "[--count C] [--expect timeout|mismatch] [--linger S]\n");
       return 2;
     }
   }
@@ -127,8 +135,8 @@ int main(int argc, char** argv) {
   if (expect == "mismatch") {
     const std::string seq = "#" + std::to_string(calls);
     const std::string want1 = "rank 0 called all_reduce(count=" + std::to_string(count);
-    const std::string want2 = "rank " + std::to_string(victim) + " called broadcast(count=" +
-                              std::to_string(count);
+    const std::string want2 =
+        "rank " + std::to_string(victim) + " called broadcast(count=" + std::to_string(count);
     ok = r == chorusInvalidUsage && why.find(want1) != std::string::npos &&
          why.find(want2) != std::string::npos && why.find(seq) != std::string::npos;
     if (!ok)

@@ -95,7 +95,8 @@ TEST(FlightRecorderRing, KeepsTheLastOperations) {
 
 TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
   std::vector<chorusComm_t> comms(2, nullptr);
-  ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess) << chorusGetLastError(nullptr);
+  ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess)
+      << chorusGetLastError(nullptr);
   onRanks(comms, [](int rank, chorusComm_t c) {
     const int peer = 1 - rank;
     std::vector<float> f(1024, 1.0f);
@@ -103,13 +104,16 @@ TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
     std::vector<uint8_t> sb(16, 1), rb(16, 0);
     std::vector<double> d(3, 1.0), dout(3, 0.0);
     std::vector<int64_t> g(5, rank), gout(10, 0);
-    ASSERT_EQ(chorusAllReduce(f.data(), f.data(), 1024, chorusFloat32, chorusSum, c, nullptr), chorusSuccess);
-    ASSERT_EQ(chorusBroadcast(i32.data(), i32.data(), 8, chorusInt32, 1, c, nullptr), chorusSuccess);
+    ASSERT_EQ(chorusAllReduce(f.data(), f.data(), 1024, chorusFloat32, chorusSum, c, nullptr),
+              chorusSuccess);
+    ASSERT_EQ(chorusBroadcast(i32.data(), i32.data(), 8, chorusInt32, 1, c, nullptr),
+              chorusSuccess);
     ASSERT_EQ(chorusGroupStart(), chorusSuccess);
     ASSERT_EQ(chorusSend(sb.data(), 16, chorusUint8, peer, c, nullptr), chorusSuccess);
     ASSERT_EQ(chorusRecv(rb.data(), 16, chorusUint8, peer, c, nullptr), chorusSuccess);
     ASSERT_EQ(chorusGroupEnd(), chorusSuccess);
-    ASSERT_EQ(chorusReduce(d.data(), dout.data(), 3, chorusFloat64, chorusMax, 0, c, nullptr), chorusSuccess);
+    ASSERT_EQ(chorusReduce(d.data(), dout.data(), 3, chorusFloat64, chorusMax, 0, c, nullptr),
+              chorusSuccess);
     chorusStream_t s = nullptr;
     ASSERT_EQ(chorusStreamCreate(&s), chorusSuccess);
     ASSERT_EQ(chorusAllGather(g.data(), gout.data(), 5, chorusInt64, c, s), chorusSuccess);
@@ -172,7 +176,8 @@ TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
               std::string::npos)
         << j;
     EXPECT_NE(j.find("\"seq\": 2, \"kind\": \"p2p\", \"coll\": \"recv\", \"type\": \"uint8\", "
-                     "\"count\": 16, \"op\": \"-\", \"root\": " + std::to_string(1 - rank)),
+                     "\"count\": 16, \"op\": \"-\", \"root\": " +
+                     std::to_string(1 - rank)),
               std::string::npos)
         << j;
     EXPECT_NE(j.find("\"coll\": \"reduce\", \"type\": \"float64\", \"count\": 3, \"op\": \"max\", "
@@ -227,7 +232,8 @@ TEST(FlightRecorderComm, TimeoutIsRecordedAndDumped) {
                 static_cast<unsigned long long>(comms[0]->commHash));
   const std::string j = readFile(std::string(dir) + name);
   EXPECT_NE(j.find("\"reason\": \"timeout in all_reduce #2\""), std::string::npos) << j;
-  EXPECT_NE(j.find("\"seq\": 2, \"kind\": \"coll\", \"coll\": \"all_reduce\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"seq\": 2, \"kind\": \"coll\", \"coll\": \"all_reduce\""), std::string::npos)
+      << j;
   EXPECT_NE(j.find("\"state\": \"failed\", \"result\": \"timeout\", \"wait_peer\": 1, "
                    "\"wait_for\": \"data\""),
             std::string::npos)
@@ -256,14 +262,16 @@ TEST(CheckMode, MismatchFailsOnEveryRankAndNamesBothCalls) {
   // #3: rank 1 passes another count; #4 matches again (the comm is still usable).
   onRanks(comms, [&](int rank, chorusComm_t c) {
     std::vector<float> b(64, 1.0f);
-    EXPECT_EQ(chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr), chorusSuccess);
+    EXPECT_EQ(chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr),
+              chorusSuccess);
     EXPECT_EQ(b[0], 3.0f);
-    chorusResult_t r = rank == 2
-                           ? chorusBroadcast(b.data(), b.data(), 64, chorusFloat32, 0, c, nullptr)
-                           : chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr);
+    chorusResult_t r =
+        rank == 2 ? chorusBroadcast(b.data(), b.data(), 64, chorusFloat32, 0, c, nullptr)
+                  : chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr);
     res[size_t(rank)] = r;
     why[size_t(rank)] = chorusGetLastError(c);
-    r = chorusAllReduce(b.data(), b.data(), rank == 1 ? 32 : 64, chorusFloat32, chorusSum, c, nullptr);
+    r = chorusAllReduce(b.data(), b.data(), rank == 1 ? 32 : 64, chorusFloat32, chorusSum, c,
+                        nullptr);
     EXPECT_EQ(r, chorusInvalidUsage);
     const std::string w = chorusGetLastError(c);
     EXPECT_NE(w.find("rank 0 called all_reduce(count=64, float32, sum) as #3, rank 1 called "
@@ -271,7 +279,8 @@ TEST(CheckMode, MismatchFailsOnEveryRankAndNamesBothCalls) {
               std::string::npos)
         << w;
     std::fill(b.begin(), b.end(), 1.0f);
-    EXPECT_EQ(chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr), chorusSuccess)
+    EXPECT_EQ(chorusAllReduce(b.data(), b.data(), 64, chorusFloat32, chorusSum, c, nullptr),
+              chorusSuccess)
         << chorusGetLastError(c);
     EXPECT_EQ(b[0], 3.0f);
   });

@@ -103,8 +103,8 @@ TEST(Idx, ReadsImagesAndRejectsBadFiles) {
 
 TEST(Options, ParsesAndRejects) {
   Options o;
-  const char* ok[] = {"chorus-train", "--model", "mlp", "--accum", "4", "--sync-bn",
-                      "--bucket-mb", "0.5", "--dump-params", "d.%r"};
+  const char* ok[] = {"chorus-train", "--model",     "mlp", "--accum",       "4",
+                      "--sync-bn",    "--bucket-mb", "0.5", "--dump-params", "d.%r"};
   ASSERT_TRUE(parseOptions(10, const_cast<char**>(ok), &o));
   EXPECT_EQ(o.model, "mlp");
   EXPECT_EQ(o.accum, 4);

@@ -106,9 +106,10 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) {
     const int h = placement == "cyclic" ? r % hosts : r / perHost;
     const int local = placement == "cyclic" ? r / hosts : r % perHost;
-    const size_t numa = static_cast<size_t>(local) * host.numas.size() / static_cast<size_t>(perHost);
-    recs.push_back(chorus::topo::makeRecord(host, host.numas[numa].cpus,
-                                            0x9e3779b97f4a7c15ull * static_cast<uint64_t>(h + 1), r));
+    const size_t numa =
+        static_cast<size_t>(local) * host.numas.size() / static_cast<size_t>(perHost);
+    recs.push_back(chorus::topo::makeRecord(
+        host, host.numas[numa].cpus, 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(h + 1), r));
   }
   const std::vector<int> ring = chorus::topo::buildRing(recs);
   const auto trees = chorus::topo::buildTrees(recs);
@@ -117,7 +118,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("%s", chorus::topo::describe(host).c_str());
-  std::printf("\nlayout: %d host(s) x %d rank(s), %s placement\n", hosts, perHost, placement.c_str());
+  std::printf("\nlayout: %d host(s) x %d rank(s), %s placement\n", hosts, perHost,
+              placement.c_str());
   const auto groups = chorus::topo::groupByHost(recs);
   for (size_t h = 0; h < groups.size(); ++h) {
     std::printf("  host %zu:", h);
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
   }
   std::printf("ring: %s\n", chorus::topo::formatRing(ring).c_str());
   for (int t = 0; t < 2; ++t)
-    std::printf("tree %d: %s\n", t, chorus::topo::formatTree(trees[static_cast<size_t>(t)]).c_str());
+    std::printf("tree %d: %s\n", t,
+                chorus::topo::formatTree(trees[static_cast<size_t>(t)]).c_str());
   return 0;
 }

@@ -203,8 +203,8 @@ class Launcher {
   bool setup();
   bool startRank(Rank* r);
   bool startRoot(std::vector<EnvSetting>* settings);
-  [[noreturn]] void childAfterFork(Rank* r, int outW, int errW, int statusW,
-                                   char** envp, char** argv);
+  [[noreturn]] void childAfterFork(Rank* r, int outW, int errW, int statusW, char** envp,
+                                   char** argv);
   std::string who(const Rank& r) const;  // "rank 3 on host" (host jobs) / "rank 3"
   void eventLoop();
   void handleSignals();
@@ -373,12 +373,12 @@ bool Launcher::setup() {
       rk.host = pl.host;
       rk.remote = !opts_.hosts[pl.host].local;
       rankEnv_[i] = {"CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + n,
-                      "CHORUS_LOCAL_RANK=" + std::to_string(pl.localRank),
-                      "CHORUS_LOCAL_SIZE=" + std::to_string(opts_.localSizes[pl.host]),
-                      "CHORUS_NODE_RANK=" + std::to_string(pl.host)};
+                     "CHORUS_LOCAL_RANK=" + std::to_string(pl.localRank),
+                     "CHORUS_LOCAL_SIZE=" + std::to_string(opts_.localSizes[pl.host]),
+                     "CHORUS_NODE_RANK=" + std::to_string(pl.host)};
     } else {
       rankEnv_[i] = {"CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + n, "CHORUS_LOCAL_RANK=" + r,
-                      "CHORUS_LOCAL_SIZE=" + n, "CHORUS_NODE_RANK=0"};
+                     "CHORUS_LOCAL_SIZE=" + n, "CHORUS_NODE_RANK=0"};
     }
   }
   if (opts_.timeoutSeconds > 0) {
@@ -440,8 +440,7 @@ std::string Launcher::who(const Rank& r) const {
   return "rank " + std::to_string(r.rank) + " on " + opts_.hosts[r.host].name;
 }
 
-void Launcher::childAfterFork(Rank* r, int outW, int errW, int statusW, char** envp,
-                              char** argv) {
+void Launcher::childAfterFork(Rank* r, int outW, int errW, int statusW, char** envp, char** argv) {
   // Only async-signal-safe calls from here on (plus execvp).
   auto fail = [&](int stage) {
     ChildFailure f{stage, errno};
@@ -715,7 +714,8 @@ void Launcher::checkChildren() {
       failed = true;
       std::string tail;
       if (!stopNoted && others > 0) {
-        tail = "; stopping the other " + std::to_string(others) + " rank" + (others == 1 ? "" : "s");
+        tail =
+            "; stopping the other " + std::to_string(others) + " rank" + (others == 1 ? "" : "s");
       }
       stopNoted = true;
       message("%s %s%s", who(*r).c_str(), what.c_str(), tail.c_str());
@@ -890,8 +890,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "chorusrun: %s\nTry 'chorusrun --help' for more information.\n",
                    pr.error.c_str());
       return 2;
-    case ParseStatus::kRun:
-      break;
+    case ParseStatus::kRun: break;
   }
   for (const std::string& w : opts.warnings) message("warning: %s", w.c_str());
   Launcher launcher(std::move(opts));

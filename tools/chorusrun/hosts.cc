@@ -68,7 +68,8 @@ bool parseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
     // A '[v6]' entry may not contain commas, so a plain split is enough.
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     HostSpec h;
     std::string slots;
@@ -92,7 +93,8 @@ bool parseHostList(const std::string& text, std::vector<HostSpec>* hosts, std::s
     } else {
       size_t colon = item.find(':');
       if (colon != std::string::npos && item.find(':', colon + 1) != std::string::npos) {
-        *err = "invalid host entry '" + item + "' (write IPv6 addresses as [address] or [address]:slots)";
+        *err = "invalid host entry '" + item +
+               "' (write IPv6 addresses as [address] or [address]:slots)";
         return false;
       }
       h.name = item.substr(0, colon);
@@ -242,8 +244,7 @@ int totalSlots(const std::vector<HostSpec>& hosts) {
 }
 
 bool mapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
-              std::vector<Placement>* placements, std::vector<int>* localSizes,
-              std::string* err) {
+              std::vector<Placement>* placements, std::vector<int>* localSizes, std::string* err) {
   const int total = totalSlots(hosts);
   if (hosts.empty() || total < 1) {
     *err = "no hosts to run on";

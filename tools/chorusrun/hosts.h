@@ -43,8 +43,7 @@ std::vector<HostSpec> mergeHosts(const std::vector<HostSpec>& hosts);
 // is set, the slot list is repeated (rank r takes slot r mod total); without
 // it that is an error. `localSizes` gets the number of ranks per host.
 bool mapRanks(const std::vector<HostSpec>& hosts, int np, bool oversubscribe,
-              std::vector<Placement>* placements, std::vector<int>* localSizes,
-              std::string* err);
+              std::vector<Placement>* placements, std::vector<int>* localSizes, std::string* err);
 
 int totalSlots(const std::vector<HostSpec>& hosts);
 

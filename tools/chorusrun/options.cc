@@ -59,55 +59,56 @@ ParseResult usageError(std::string msg) {
 }  // namespace
 
 std::string usageText() {
-  return
-      "Usage: chorusrun -np N [options] [--] CMD [ARGS...]\n"
-      "       chorusrun [-np N] {-H HOSTS | --hostfile FILE} [options] [--] CMD [ARGS...]\n"
-      "\n"
-      "Start N ranks of CMD (looked up in PATH) for one Chorus job: on this machine,\n"
-      "or across hosts (local ones by fork, the others through the launch agent).\n"
-      "\n"
-      "Options:\n"
-      "  -np N, -n N, --np N   number of ranks to start (1.." + std::to_string(kMaxRanks) + "; required\n"
-      "                        without hosts, else defaults to the total number of slots)\n"
-      "  -H, --host HOSTS      hosts as host[:slots],... (slots default 1; a repeated host\n"
-      "                        adds up: -H a,a,b is a:2,b:1; IPv6 as [addr]:slots)\n"
-      "  --hostfile FILE       hosts from FILE, one 'host [slots=N]' per line, '#' comments\n"
-      "                        (not together with -H)\n"
-      "  --oversubscribe       allow more ranks than slots: ranks beyond the last slot\n"
-      "                        start again at the first slot (rank r takes slot r mod S)\n"
-      "  --launch-agent CMD    how remote ranks are started (default: ssh); CMD is split\n"
-      "                        on whitespace and run as: CMD... HOST 'shell command'\n"
-      "  --rendezvous-addr A   the address remote hosts use to reach chorusrun (default:\n"
-      "                        the local address routed towards the first remote host)\n"
-      "  -x VAR                forward VAR from chorusrun's environment to every rank\n"
-      "  -x VAR=VALUE          set VAR=VALUE in every rank's environment\n"
-      "  --tag-output          prefix every line of rank output with \"[rank] \"\n"
-      "                        (\"[rank,host] \" in multi-host jobs; stdout to stdout,\n"
-      "                        stderr to stderr, whole lines only); without it ranks\n"
-      "                        share chorusrun's stdout/stderr untouched\n"
-      "  --timeout SECONDS     kill the job and exit 124 if it runs longer than SECONDS\n"
-      "  --wdir DIR            run the ranks in DIR (a relative CMD is taken from DIR;\n"
-      "                        remote ranks run in DIR, default chorusrun's directory)\n"
-      "  -h, --help            show this help and exit\n"
-      "  --version             show the version and exit\n"
-      "\n"
-      "Hosts named localhost, 127.0.0.1, ::1 or this machine's hostname are local.\n"
-      "Ranks fill host 1's slots, then host 2's, ...\n"
-      "\n"
-      "Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK,\n"
-      "CHORUS_LOCAL_SIZE, CHORUS_NODE_RANK, CHORUS_SECRET (128 random bits, hex) and\n"
-      "CHORUS_INIT. Without hosts CHORUS_INIT=tcp://127.0.0.1:PORT (a free port; rank 0\n"
-      "listens there); with hosts chorusrun serves the bootstrap root itself at\n"
-      "CHORUS_INIT=tcp://ADDR:PORT and sets CHORUS_INIT_SERVED=1. CHORUS_INIT and\n"
-      "CHORUS_SECRET may be overridden with -x. Remote ranks get the CHORUS_* variables\n"
-      "of chorusrun's environment and every -x variable on their command line.\n"
-      "\n"
-      "Exit status: 0 if every rank succeeded; 128+SIG if a rank was killed by\n"
-      "signal SIG; otherwise the failing exit status (remote ranks: the launch\n"
-      "agent's). When a rank fails, the others (and the agents) get SIGTERM and,\n"
-      "2 s later, SIGKILL. 124: --timeout expired; 130/143: chorusrun got\n"
-      "SIGINT/SIGTERM; 127/126: CMD (or the launch agent) not found/not\n"
-      "executable; 2: usage error.\n";
+  return "Usage: chorusrun -np N [options] [--] CMD [ARGS...]\n"
+         "       chorusrun [-np N] {-H HOSTS | --hostfile FILE} [options] [--] CMD [ARGS...]\n"
+         "\n"
+         "Start N ranks of CMD (looked up in PATH) for one Chorus job: on this machine,\n"
+         "or across hosts (local ones by fork, the others through the launch agent).\n"
+         "\n"
+         "Options:\n"
+         "  -np N, -n N, --np N   number of ranks to start (1.." +
+         std::to_string(kMaxRanks) +
+         "; required\n"
+         "                        without hosts, else defaults to the total number of slots)\n"
+         "  -H, --host HOSTS      hosts as host[:slots],... (slots default 1; a repeated host\n"
+         "                        adds up: -H a,a,b is a:2,b:1; IPv6 as [addr]:slots)\n"
+         "  --hostfile FILE       hosts from FILE, one 'host [slots=N]' per line, '#' comments\n"
+         "                        (not together with -H)\n"
+         "  --oversubscribe       allow more ranks than slots: ranks beyond the last slot\n"
+         "                        start again at the first slot (rank r takes slot r mod S)\n"
+         "  --launch-agent CMD    how remote ranks are started (default: ssh); CMD is split\n"
+         "                        on whitespace and run as: CMD... HOST 'shell command'\n"
+         "  --rendezvous-addr A   the address remote hosts use to reach chorusrun (default:\n"
+         "                        the local address routed towards the first remote host)\n"
+         "  -x VAR                forward VAR from chorusrun's environment to every rank\n"
+         "  -x VAR=VALUE          set VAR=VALUE in every rank's environment\n"
+         "  --tag-output          prefix every line of rank output with \"[rank] \"\n"
+         "                        (\"[rank,host] \" in multi-host jobs; stdout to stdout,\n"
+         "                        stderr to stderr, whole lines only); without it ranks\n"
+         "                        share chorusrun's stdout/stderr untouched\n"
+         "  --timeout SECONDS     kill the job and exit 124 if it runs longer than SECONDS\n"
+         "  --wdir DIR            run the ranks in DIR (a relative CMD is taken from DIR;\n"
+         "                        remote ranks run in DIR, default chorusrun's directory)\n"
+         "  -h, --help            show this help and exit\n"
+         "  --version             show the version and exit\n"
+         "\n"
+         "Hosts named localhost, 127.0.0.1, ::1 or this machine's hostname are local.\n"
+         "Ranks fill host 1's slots, then host 2's, ...\n"
+         "\n"
+         "Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK,\n"
+         "CHORUS_LOCAL_SIZE, CHORUS_NODE_RANK, CHORUS_SECRET (128 random bits, hex) and\n"
+         "CHORUS_INIT. Without hosts CHORUS_INIT=tcp://127.0.0.1:PORT (a free port; rank 0\n"
+         "listens there); with hosts chorusrun serves the bootstrap root itself at\n"
+         "CHORUS_INIT=tcp://ADDR:PORT and sets CHORUS_INIT_SERVED=1. CHORUS_INIT and\n"
+         "CHORUS_SECRET may be overridden with -x. Remote ranks get the CHORUS_* variables\n"
+         "of chorusrun's environment and every -x variable on their command line.\n"
+         "\n"
+         "Exit status: 0 if every rank succeeded; 128+SIG if a rank was killed by\n"
+         "signal SIG; otherwise the failing exit status (remote ranks: the launch\n"
+         "agent's). When a rank fails, the others (and the agents) get SIGTERM and,\n"
+         "2 s later, SIGKILL. 124: --timeout expired; 130/143: chorusrun got\n"
+         "SIGINT/SIGTERM; 127/126: CMD (or the launch agent) not found/not\n"
+         "executable; 2: usage error.\n";
 }
 
 ParseResult parseOptions(int argc, char** argv, Options* out) {
@@ -161,8 +162,8 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
       std::string v;
       if (!takesValue(&v)) return usageError("option '" + name + "' needs a rank count");
       if (!parseRankCount(v, &opts.np)) {
-        return usageError("invalid rank count '" + v + "' for " + name + " (expected an integer 1.." +
-                          std::to_string(kMaxRanks) + ")");
+        return usageError("invalid rank count '" + v + "' for " + name +
+                          " (expected an integer 1.." + std::to_string(kMaxRanks) + ")");
       }
     } else if (name == "-x") {
       std::string v;
@@ -186,7 +187,8 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
       } else if (const char* cur = std::getenv(var.c_str())) {
         opts.exports.push_back({var, cur});
       } else {
-        opts.warnings.push_back("-x " + var + ": not set in chorusrun's environment; nothing to forward");
+        opts.warnings.push_back("-x " + var +
+                                ": not set in chorusrun's environment; nothing to forward");
       }
     } else if (name == "--tag-output") {
       if (!noValue()) return usageError("option '" + name + "' takes no value");
@@ -204,7 +206,8 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
       opts.wdir = v;
     } else if (name == "-H" || name == "--host") {
       std::string v, err;
-      if (!takesValue(&v)) return usageError("option '" + name + "' needs a host list (host[:slots],...)");
+      if (!takesValue(&v))
+        return usageError("option '" + name + "' needs a host list (host[:slots],...)");
       if (haveHostfile) return usageError("use either -H or --hostfile, not both");
       if (!parseHostList(v, &hostList, &err)) return usageError(err);
       haveH = true;
@@ -235,7 +238,8 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
       opts.launchAgent = words;
     } else if (name == "--rendezvous-addr") {
       std::string v;
-      if (!takesValue(&v) || v.empty()) return usageError("option '--rendezvous-addr' needs an address");
+      if (!takesValue(&v) || v.empty())
+        return usageError("option '--rendezvous-addr' needs an address");
       opts.rendezvousAddr = v;
     } else {
       return usageError("unknown option '" + arg + "'");
@@ -268,8 +272,9 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
     // A remote rank is started as `exec env VAR=VALUE... CMD ARGS` by sh.
     const std::string& cmd = opts.command[0];
     if (cmd.empty() || cmd[0] == '-' || cmd.find('=') != std::string::npos) {
-      return usageError("a command for remote hosts may not be empty, start with '-' or contain '=': '" +
-                        cmd + "'");
+      return usageError(
+          "a command for remote hosts may not be empty, start with '-' or contain '=': '" + cmd +
+          "'");
     }
   }
 

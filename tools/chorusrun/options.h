@@ -26,22 +26,22 @@ struct EnvSetting {
 };
 
 struct Options {
-  int np = 0;                       // number of ranks (>= 1 after a successful parse)
-  bool tagOutput = false;           // prefix each output line with "[rank] " ("[rank,host] ")
-  double timeoutSeconds = 0;        // > 0: kill the job after this many seconds
-  std::string wdir;                 // empty: inherit the launcher's directory
-  std::vector<EnvSetting> exports;  // from -x, in command-line order (last one wins)
+  int np = 0;                         // number of ranks (>= 1 after a successful parse)
+  bool tagOutput = false;             // prefix each output line with "[rank] " ("[rank,host] ")
+  double timeoutSeconds = 0;          // > 0: kill the job after this many seconds
+  std::string wdir;                   // empty: inherit the launcher's directory
+  std::vector<EnvSetting> exports;    // from -x, in command-line order (last one wins)
   std::vector<std::string> warnings;  // non-fatal notes to print (e.g. -x of an unset variable)
   std::vector<std::string> command;   // CMD ARGS...
 
   // Multi-host jobs (-H / --hostfile). Without them `hosts` is empty and every
   // rank is a local child, exactly as before hosts existed.
-  std::vector<HostSpec> hosts;          // merged: one entry per host, in order of appearance
-  std::vector<Placement> placements;    // per rank (np entries when hosts is not empty)
-  std::vector<int> localSizes;          // ranks per host
+  std::vector<HostSpec> hosts;        // merged: one entry per host, in order of appearance
+  std::vector<Placement> placements;  // per rank (np entries when hosts is not empty)
+  std::vector<int> localSizes;        // ranks per host
   bool oversubscribe = false;
   std::vector<std::string> launchAgent{"ssh"};  // --launch-agent, split on whitespace
-  std::string rendezvousAddr;           // --rendezvous-addr (empty: found automatically)
+  std::string rendezvousAddr;                   // --rendezvous-addr (empty: found automatically)
 
   bool hostMode() const { return !hosts.empty(); }
   // More than one host, or a host that is not this machine: output tags and

@@ -25,7 +25,8 @@ void LineTagger::feed(const char* data, size_t len) {
   out_.clear();
   const char* end = data + len;
   while (data < end) {
-    const char* nl = static_cast<const char*>(std::memchr(data, '\n', static_cast<size_t>(end - data)));
+    const char* nl =
+        static_cast<const char*>(std::memchr(data, '\n', static_cast<size_t>(end - data)));
     if (nl == nullptr) {
       // No newline in the rest: keep it, cutting overlong lines into kMaxLine pieces.
       size_t rest = static_cast<size_t>(end - data);

@@ -125,8 +125,9 @@ bool rendezvousByRoute(const std::string& host, RendezvousAddr* out, std::string
   // Port 9 (discard): connect() on a UDP socket only looks up the route.
   int rc = getaddrinfo(stripBrackets(host).c_str(), "9", &hints, &res);
   if (rc != 0 || res == nullptr) {
-    *err = "cannot resolve host '" + host + "' to find the rendezvous address: " +
-           gai_strerror(rc) + " (use --rendezvous-addr ADDR)";
+    *err = "cannot resolve host '" + host +
+           "' to find the rendezvous address: " + gai_strerror(rc) +
+           " (use --rendezvous-addr ADDR)";
     return false;
   }
   std::string last = "no usable address";

@@ -144,8 +144,10 @@ class RecvEnd final : public RecvConn {
       // test() cannot return an error; leave the message where it is so the caller's
       // deadline names the stuck operation, and say why once.
       if (!warnedKind_) {
-        CHORUS_WARN(kLogNet, "%s sent a low-latency message where a FIFO slot was expected: "
-                    "the ranks' sequences of calls differ", c_->peerDesc.c_str());
+        CHORUS_WARN(kLogNet,
+                    "%s sent a low-latency message where a FIFO slot was expected: "
+                    "the ranks' sequences of calls differ",
+                    c_->peerDesc.c_str());
         warnedKind_ = true;
       }
       return false;

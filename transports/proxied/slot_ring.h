@@ -35,7 +35,9 @@ struct SlotRing {
     return true;
   }
   size_t bytes() const { return slotBytes * static_cast<size_t>(depth); }
-  size_t index(uint64_t seq) const { return static_cast<size_t>(seq % static_cast<uint64_t>(depth)); }
+  size_t index(uint64_t seq) const {
+    return static_cast<size_t>(seq % static_cast<uint64_t>(depth));
+  }
   char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
 };
 

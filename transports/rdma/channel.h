@@ -41,9 +41,9 @@ struct Channel : proxied::ProxiedChannel {
   Channel(Proxy* p, Doorbell* b, int peerRank) : ProxiedChannel(b, peerRank), proxy(p) {}
   Proxy* const proxy;
 
-  SlotRing sendRing;     // staging: the application writes here, the HCA reads
-  SlotRing recvRing;     // FIFO: the peer's HCA writes here, the application reads
-  MemRegion recvMr;      // registered for remote writes for the channel's whole life
+  SlotRing sendRing;  // staging: the application writes here, the HCA reads
+  SlotRing recvRing;  // FIFO: the peer's HCA writes here, the application reads
+  MemRegion recvMr;   // registered for remote writes for the channel's whole life
 
   alignas(64) std::atomic<uint64_t> sendHead{0};      // application: messages posted
   alignas(64) std::atomic<uint64_t> sendFree{0};      // progress: see above
@@ -54,16 +54,15 @@ struct Channel : proxied::ProxiedChannel {
   uint64_t qp = 0;
   uint64_t remoteFifo = 0;
   uint32_t remoteRkey = 0;
-  uint64_t issued = 0;      // messages whose writes are posted
-  uint64_t completed = 0;   // messages whose last write completed
-  uint64_t credits = 0;     // messages the peer has freed (cumulative)
-  uint64_t credited = 0;    // released messages already returned as credits
-  uint64_t arrived = 0;     // messages received (== recvHead)
-  int sendWrs = 0;          // writes posted, not completed
+  uint64_t issued = 0;     // messages whose writes are posted
+  uint64_t completed = 0;  // messages whose last write completed
+  uint64_t credits = 0;    // messages the peer has freed (cumulative)
+  uint64_t credited = 0;   // released messages already returned as credits
+  uint64_t arrived = 0;    // messages received (== recvHead)
+  int sendWrs = 0;         // writes posted, not completed
   int maxSendWrs = 0;
-  bool stagingHeld = false; // holds a registration-cache use while writes are in flight
+  bool stagingHeld = false;  // holds a registration-cache use while writes are in flight
   uint32_t stagingLkey = 0;
-
 };
 
 }  // namespace rdma

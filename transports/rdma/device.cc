@@ -70,8 +70,8 @@ bool hcaMatches(const HcaFilter& f, const std::string& name, int port) {
 bool chooseGid(const PortInfo& p, int requested, bool* useGrh, int* index, std::string* why) {
   if (requested >= 0) {
     if (!findGid(p, requested)) {
-      *why = "port " + std::to_string(p.port) + " has no GID at CHORUS_IB_GID_INDEX=" +
-             std::to_string(requested);
+      *why = "port " + std::to_string(p.port) +
+             " has no GID at CHORUS_IB_GID_INDEX=" + std::to_string(requested);
       return false;
     }
     *useGrh = true;
@@ -88,8 +88,10 @@ bool chooseGid(const PortInfo& p, int requested, bool* useGrh, int* index, std::
   int bestRank = 0;
   for (const GidEntry& g : p.gids) {
     int rank = 0;
-    if (g.type == GidType::RoCEv2) rank = isV4Mapped(g.raw) ? 3 : 2;
-    else if (g.type == GidType::RoCEv1) rank = 1;
+    if (g.type == GidType::RoCEv2)
+      rank = isV4Mapped(g.raw) ? 3 : 2;
+    else if (g.type == GidType::RoCEv1)
+      rank = 1;
     if (rank > bestRank) {
       bestRank = rank;
       best = &g;

@@ -34,8 +34,8 @@ bool parseHcaFilter(const std::string& spec, HcaFilter* out, std::string* why);
 bool hcaMatches(const HcaFilter& f, const std::string& name, int port);
 
 struct PortChoice {
-  int device = -1;     ///< index into the device list
-  int port = -1;       ///< verbs port number
+  int device = -1;  ///< index into the device list
+  int port = -1;    ///< verbs port number
   bool useGrh = false;
   int gidIndex = -1;
 };

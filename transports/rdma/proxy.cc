@@ -63,8 +63,10 @@ bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
 
 void Proxy::undrained(const proxied::ProxiedChannel* pc) {
   const auto* c = static_cast<const Channel*>(pc);
-  CHORUS_WARN(kLogNet, "closing the RDMA connection to %s with %llu unfinished messages: they "
-              "did not complete before the deadline", c->peerDesc.c_str(),
+  CHORUS_WARN(kLogNet,
+              "closing the RDMA connection to %s with %llu unfinished messages: they "
+              "did not complete before the deadline",
+              c->peerDesc.c_str(),
               static_cast<unsigned long long>(c->sendHead.load() - c->completed));
 }
 
@@ -162,7 +164,8 @@ void Proxy::onCompletion(const Completion& wc) {
   const WrKind kind = wrKind(wc.wrId);
   const int peer = wrPeer(wc.wrId);
   if (peer >= static_cast<int>(byPeer_.size())) {
-    CHORUS_WARN(kLogNet, "RDMA completion for unknown peer %d (status %d) ignored", peer, wc.status);
+    CHORUS_WARN(kLogNet, "RDMA completion for unknown peer %d (status %d) ignored", peer,
+                wc.status);
     return;
   }
   // A peer may write as soon as init's barrier has passed, which can be before this
@@ -170,7 +173,8 @@ void Proxy::onCompletion(const Completion& wc) {
   if (!byPeer_[static_cast<size_t>(peer)]) runCommands(true);
   Channel* c = byPeer_[static_cast<size_t>(peer)];
   if (!c) {
-    CHORUS_WARN(kLogNet, "RDMA completion for unknown peer %d (status %d) ignored", peer, wc.status);
+    CHORUS_WARN(kLogNet, "RDMA completion for unknown peer %d (status %d) ignored", peer,
+                wc.status);
     return;
   }
   if (kind != WrKind::Recv) --c->sendWrs;
@@ -202,8 +206,8 @@ void Proxy::onCompletion(const Completion& wc) {
         break;
       }
       const uint32_t bytes = wc.imm & kImmBytesMask;
-      if (bytes > c->recvRing.slotBytes || c->arrived - c->recvReleased.load() >=
-                                               static_cast<uint64_t>(c->recvRing.depth)) {
+      if (bytes > c->recvRing.slotBytes ||
+          c->arrived - c->recvReleased.load() >= static_cast<uint64_t>(c->recvRing.depth)) {
         c->markFailed(chorusRemoteError,
                       c->peerDesc + " wrote past its credits or its slot (protocol violation)");
         return;
@@ -228,8 +232,7 @@ void Proxy::onCompletion(const Completion& wc) {
       publishFree(c);
       break;
     case WrKind::Piece:
-    case WrKind::Credit:
-      break;
+    case WrKind::Credit: break;
   }
   // A completion may have made room in the send queue for what waited.
   progressSend(c);

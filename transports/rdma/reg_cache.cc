@@ -49,8 +49,10 @@ int RegCache::acquire(void* addr, size_t len, uint32_t* lkey) {
   while (bytes_ + len > maxBytes_ && evictOne()) {
   }
   if (bytes_ + len > maxBytes_ && !warnedOver_) {
-    CHORUS_INFO(kLogNet, "RDMA registration cache: every buffer is in use, going over "
-                "CHORUS_IB_REG_CACHE (%zu B registered, %zu B more)", bytes_, len);
+    CHORUS_INFO(kLogNet,
+                "RDMA registration cache: every buffer is in use, going over "
+                "CHORUS_IB_REG_CACHE (%zu B registered, %zu B more)",
+                bytes_, len);
     warnedOver_ = true;
   }
   MemRegion mr;

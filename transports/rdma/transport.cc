@@ -158,8 +158,8 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
                 peer, pi.depth, static_cast<unsigned long long>(pi.slotBytes), depth_, slotBytes_);
   if (pi.link != static_cast<uint8_t>(port_.link))
     CHORUS_FAIL(chorusInvalidUsage, "rank %d uses a %s port, this rank a %s port (%s:%d)", peer,
-                linkName(static_cast<LinkLayer>(pi.link)), linkName(port_.link),
-                dev_.name.c_str(), port_.port);
+                linkName(static_cast<LinkLayer>(pi.link)), linkName(port_.link), dev_.name.c_str(),
+                port_.port);
 
   auto c = std::make_unique<Channel>(proxy_.get(), proxy_->bell(), peer);
   if (!c->sendRing.allocate(slotBytes_, depth_) || !c->recvRing.allocate(slotBytes_, depth_))
@@ -227,8 +227,8 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
   raw->peerDesc = desc;
   raw->remoteFifo = theirs.fifoAddr;
   raw->remoteRkey = theirs.fifoRkey;
-  CHORUS_TRACE(kLogNet, "RDMA qp 0x%x -> %s connected (mtu %d, %s)", qpn, desc,
-               128 << local.mtu, local.useGrh ? "GRH" : "LID");
+  CHORUS_TRACE(kLogNet, "RDMA qp 0x%x -> %s connected (mtu %d, %s)", qpn, desc, 128 << local.mtu,
+               local.useGrh ? "GRH" : "LID");
   proxy_->activate(raw);
   *send = std::make_unique<RdmaSendConn>(raw, llMax_);
   *recv = std::make_unique<RdmaRecvConn>(raw, llMax_);

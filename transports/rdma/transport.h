@@ -42,8 +42,7 @@ class RdmaTransport final : public Transport {
   bool canConnect(const PeerInfo&, const PeerInfo&) const override { return usable_; }
   chorusResult_t setup(const TransportContext& ctx, void* info) override;
   chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
-                         std::unique_ptr<SendConn>* send,
-                         std::unique_ptr<RecvConn>* recv) override;
+                         std::unique_ptr<SendConn>* send, std::unique_ptr<RecvConn>* recv) override;
   void finishSetup() override {}
   void wakeAll() override;
 
@@ -69,7 +68,7 @@ class RdmaTransport final : public Transport {
   std::atomic<bool> aborted_{false};
   std::unique_ptr<VerbsContext> ctx_;
   std::vector<std::unique_ptr<Channel>> channels_;  // by peer rank
-  std::unique_ptr<Proxy> proxy_;  // stopped first (see the destructor)
+  std::unique_ptr<Proxy> proxy_;                    // stopped first (see the destructor)
 };
 
 /// The shipped entry: RdmaTransport over libibverbs (verbs_ibv.cc) with ctx.rdma.

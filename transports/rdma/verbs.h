@@ -32,44 +32,44 @@ struct GidEntry {
 };
 
 struct PortInfo {
-  int port = 1;          ///< 1-based, as verbs counts
-  bool active = false;   ///< IBV_PORT_ACTIVE
+  int port = 1;         ///< 1-based, as verbs counts
+  bool active = false;  ///< IBV_PORT_ACTIVE
   LinkLayer link = LinkLayer::InfiniBand;
   uint16_t lid = 0;
-  int activeMtu = 3;     ///< enum ibv_mtu: 1=256 .. 5=4096
+  int activeMtu = 3;                ///< enum ibv_mtu: 1=256 .. 5=4096
   uint64_t maxMsgBytes = 1u << 30;  ///< largest single RDMA write
   std::vector<GidEntry> gids;       ///< populated entries only
 };
 
 struct DeviceInfo {
-  std::string name;      ///< "mlx5_0"
-  int maxQpWr = 1024;    ///< work requests per queue
+  std::string name;    ///< "mlx5_0"
+  int maxQpWr = 1024;  ///< work requests per queue
   std::vector<PortInfo> ports;
 };
 
 /// Everything a peer needs to aim an RC queue pair at ours.
 struct QpAddress {
   uint32_t qpn = 0;
-  uint32_t psn = 0;      ///< first packet sequence number
+  uint32_t psn = 0;  ///< first packet sequence number
   uint16_t lid = 0;
   uint8_t gid[16] = {};
-  bool useGrh = false;   ///< RoCE (always) or IB with a global route
-  int gidIndex = 0;      ///< local GID table index (meaningful on the local side only)
-  int mtu = 3;           ///< enum ibv_mtu
+  bool useGrh = false;  ///< RoCE (always) or IB with a global route
+  int gidIndex = 0;     ///< local GID table index (meaningful on the local side only)
+  int mtu = 3;          ///< enum ibv_mtu
   int port = 1;
 };
 
 /// Per-queue-pair knobs (from RdmaOptions: CHORUS_IB_*).
 struct QpTiming {
-  int timeout = 18;      ///< ACK timeout exponent: 4.096 us * 2^timeout
+  int timeout = 18;  ///< ACK timeout exponent: 4.096 us * 2^timeout
   int retryCnt = 7;
-  int rnrRetry = 7;      ///< 7 = retry forever on receiver-not-ready
+  int rnrRetry = 7;  ///< 7 = retry forever on receiver-not-ready
   int sl = 0;
   int trafficClass = 0;
 };
 
 struct MemRegion {
-  uint64_t handle = 0;   ///< implementation's object (0: none)
+  uint64_t handle = 0;  ///< implementation's object (0: none)
   uint32_t lkey = 0;
   uint32_t rkey = 0;
 };
@@ -91,7 +91,7 @@ struct WriteRequest {
 /// transport encodes what it needs to know into wrId.
 struct Completion {
   uint64_t wrId = 0;
-  int status = 0;        ///< enum ibv_wc_status: 0 success
+  int status = 0;  ///< enum ibv_wc_status: 0 success
   bool hasImm = false;
   uint32_t imm = 0;
 };

@@ -38,7 +38,8 @@ void describePorts(ibv_context* ctx, DeviceInfo* d) {
     PortInfo pi;
     pi.port = p;
     pi.active = pa.state == IBV_PORT_ACTIVE;
-    pi.link = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? LinkLayer::Ethernet : LinkLayer::InfiniBand;
+    pi.link =
+        pa.link_layer == IBV_LINK_LAYER_ETHERNET ? LinkLayer::Ethernet : LinkLayer::InfiniBand;
     pi.lid = pa.lid;
     pi.activeMtu = pa.active_mtu;
     pi.maxMsgBytes = pa.max_msg_sz ? pa.max_msg_sz : (1u << 30);
@@ -72,19 +73,23 @@ class IbvContext final : public VerbsContext {
     for (const PortInfo& p : info.ports)
       if (p.port == port) port_ = p;
     ctx_ = ibv_open_device(dev);
-    if (!ctx_) CHORUS_FAIL(chorusSystemError, "ibv_open_device(%s): %s", info.name.c_str(), strerror(errno));
+    if (!ctx_)
+      CHORUS_FAIL(chorusSystemError, "ibv_open_device(%s): %s", info.name.c_str(), strerror(errno));
     pd_ = ibv_alloc_pd(ctx_);
-    if (!pd_) CHORUS_FAIL(chorusSystemError, "ibv_alloc_pd(%s): %s", info.name.c_str(), strerror(errno));
+    if (!pd_)
+      CHORUS_FAIL(chorusSystemError, "ibv_alloc_pd(%s): %s", info.name.c_str(), strerror(errno));
     channel_ = ibv_create_comp_channel(ctx_);
     if (!channel_)
-      CHORUS_FAIL(chorusSystemError, "ibv_create_comp_channel(%s): %s", info.name.c_str(), strerror(errno));
+      CHORUS_FAIL(chorusSystemError, "ibv_create_comp_channel(%s): %s", info.name.c_str(),
+                  strerror(errno));
     const int flags = fcntl(channel_->fd, F_GETFL);
     if (flags < 0 || fcntl(channel_->fd, F_SETFL, flags | O_NONBLOCK) != 0)
-      CHORUS_FAIL(chorusSystemError, "making the completion channel non-blocking: %s", strerror(errno));
+      CHORUS_FAIL(chorusSystemError, "making the completion channel non-blocking: %s",
+                  strerror(errno));
     cq_ = ibv_create_cq(ctx_, cqDepth, nullptr, channel_, 0);
     if (!cq_)
-      CHORUS_FAIL(chorusSystemError, "ibv_create_cq(%s, %d entries): %s", info.name.c_str(), cqDepth,
-                  strerror(errno));
+      CHORUS_FAIL(chorusSystemError, "ibv_create_cq(%s, %d entries): %s", info.name.c_str(),
+                  cqDepth, strerror(errno));
     return chorusSuccess;
   }
 
@@ -115,13 +120,15 @@ class IbvContext final : public VerbsContext {
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     ibv_qp* q = ibv_create_qp(pd_, &ia);
-    if (!q) CHORUS_FAIL(chorusSystemError, "ibv_create_qp(%s): %s", info_.name.c_str(), strerror(errno));
+    if (!q)
+      CHORUS_FAIL(chorusSystemError, "ibv_create_qp(%s): %s", info_.name.c_str(), strerror(errno));
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = static_cast<uint8_t>(port_.port);
     a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    const int err = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    const int err =
+        ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (err != 0) {
       ibv_destroy_qp(q);
       CHORUS_FAIL(chorusSystemError, "ibv_modify_qp(INIT): %s", strerror(err));
@@ -151,9 +158,11 @@ class IbvContext final : public VerbsContext {
       a.ah_attr.grh.hop_limit = 255;
       a.ah_attr.grh.traffic_class = static_cast<uint8_t>(t.trafficClass);
     }
-    int err = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (err != 0) CHORUS_FAIL(chorusSystemError, "ibv_modify_qp(RTR, qp 0x%x): %s", remote.qpn, strerror(err));
+    int err = ibv_modify_qp(q, &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (err != 0)
+      CHORUS_FAIL(chorusSystemError, "ibv_modify_qp(RTR, qp 0x%x): %s", remote.qpn, strerror(err));
     ibv_qp_attr b{};
     b.qp_state = IBV_QPS_RTS;
     b.timeout = static_cast<uint8_t>(t.timeout);
@@ -161,8 +170,9 @@ class IbvContext final : public VerbsContext {
     b.rnr_retry = static_cast<uint8_t>(t.rnrRetry);
     b.sq_psn = local.psn;
     b.max_rd_atomic = 1;
-    err = ibv_modify_qp(q, &b, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    err = ibv_modify_qp(q, &b,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     if (err != 0) CHORUS_FAIL(chorusSystemError, "ibv_modify_qp(RTS): %s", strerror(err));
     return chorusSuccess;
   }

@@ -194,7 +194,7 @@ class Ctx final : public VerbsContext {
     Qp* q = find(w, qp);
     if (!q) return EINVAL;
     if (q->state == Qp::Init || q->state == Qp::Rtr) return EINVAL;  // posts need RTS
-    if (q->sendOutstanding >= q->maxSend) return ENOMEM;              // send queue full
+    if (q->sendOutstanding >= q->maxSend) return ENOMEM;             // send queue full
     ++q->sendOutstanding;
     ++w.stats.writes;
     if (q->state == Qp::Error) {

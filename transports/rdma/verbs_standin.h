@@ -30,13 +30,13 @@ struct Config {
 };
 
 struct Stats {
-  uint64_t writes = 0;           ///< writes posted (data pieces and credits)
-  uint64_t bytes = 0;            ///< bytes moved
-  uint64_t localRegs = 0;        ///< registrations without remote access (send staging)
+  uint64_t writes = 0;     ///< writes posted (data pieces and credits)
+  uint64_t bytes = 0;      ///< bytes moved
+  uint64_t localRegs = 0;  ///< registrations without remote access (send staging)
   uint64_t localDeregs = 0;
-  uint64_t remoteRegs = 0;       ///< registrations with remote write (receive FIFOs)
-  uint64_t refusedRegs = 0;      ///< registrations refused (maxMrs)
-  uint64_t errorCompletions = 0; ///< error completions generated (injected or not)
+  uint64_t remoteRegs = 0;        ///< registrations with remote write (receive FIFOs)
+  uint64_t refusedRegs = 0;       ///< registrations refused (maxMrs)
+  uint64_t errorCompletions = 0;  ///< error completions generated (injected or not)
 };
 
 /// Test-only knobs applied to the transport's Options (0 keeps the normal value).

@@ -31,22 +31,22 @@ struct ConnectInfo {
   uint64_t slotBytes;  // must agree on both ends
   int32_t depth;
   int32_t port;
-  uint8_t link;        // LinkLayer
+  uint8_t link;  // LinkLayer
   uint8_t pad[7];
-  char device[64];     // for diagnostics
+  char device[64];  // for diagnostics
 };
 static_assert(sizeof(ConnectInfo) <= kConnectInfoBytes, "connect info too large");
 
 /// Sent to one peer during connect: what that peer's queue pair must aim at.
 struct PairInfo {
   uint64_t magic;
-  int32_t from, to;    // ranks
+  int32_t from, to;  // ranks
   uint32_t qpn, psn;
   uint16_t lid;
   uint8_t useGrh;
   uint8_t mtu;
   uint8_t gid[16];
-  uint64_t fifoAddr;   // our receive FIFO for messages from `to`
+  uint64_t fifoAddr;  // our receive FIFO for messages from `to`
   uint32_t fifoRkey;
   int32_t depth;
   uint64_t slotBytes;

@@ -10,13 +10,13 @@ namespace chorus {
 
 const TransportEntry* transportTable(int* count) {
   static const TransportEntry kTable[] = {
-      {"shm", &shm::createShmTransport},
+    {"shm", &shm::createShmTransport},
 #if HAVE_IBVERBS
-      // Usable only with an active device port and without CHORUS_IB_DISABLE=1; otherwise
-      // it logs why and leaves every pair to tcp.
-      {"rdma", &rdma::createRdmaTransport},
+    // Usable only with an active device port and without CHORUS_IB_DISABLE=1; otherwise
+    // it logs why and leaves every pair to tcp.
+    {"rdma", &rdma::createRdmaTransport},
 #endif
-      {"tcp", &tcp::createTcpTransport},  // reaches everyone: last
+    {"tcp", &tcp::createTcpTransport},  // reaches everyone: last
   };
   *count = static_cast<int>(sizeof(kTable) / sizeof(kTable[0]));
   return kTable;

@@ -118,8 +118,9 @@ chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCt
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
   std::atomic<uint64_t>* flag = llFlag(buf, bytes);
   if (flag->load(std::memory_order_acquire) != seq) {
-    chorusResult_t r = waitUntil(
-        [flag, seq] { return flag->load(std::memory_order_acquire) == seq; }, w, v_.localBell, v_.peerPid);
+    chorusResult_t r =
+        waitUntil([flag, seq] { return flag->load(std::memory_order_acquire) == seq; }, w,
+                  v_.localBell, v_.peerPid);
     if (r != chorusSuccess) return r;
   }
   *data = buf;

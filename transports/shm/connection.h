@@ -12,12 +12,12 @@ namespace shm {
 /// own when it is empty; each rings the other's after making progress).
 struct ConnView {
   ConnCtrl* ctrl;
-  char* ll;            // kLlDepth buffers of geo.llStride() bytes
-  char* slots;         // depth slots of slotBytes
+  char* ll;     // kLlDepth buffers of geo.llStride() bytes
+  char* slots;  // depth slots of slotBytes
   AreaGeometry geo;
   Doorbell* localBell;
   Doorbell* remoteBell;
-  int peerPid;         // the other end's process (same host): waits notice when it dies
+  int peerPid;  // the other end's process (same host): waits notice when it dies
   int peerRank;
 };
 
@@ -37,8 +37,8 @@ class ShmSendConn final : public SendConn {
 
  private:
   ConnView v_;
-  uint64_t head_ = 0;        // slots posted (our copy)
-  uint64_t tailCache_ = 0;   // last tail seen
+  uint64_t head_ = 0;       // slots posted (our copy)
+  uint64_t tailCache_ = 0;  // last tail seen
   uint64_t llSeq_ = 0;
   uint64_t llAckCache_ = 0;
 };
@@ -58,7 +58,7 @@ class ShmRecvConn final : public RecvConn {
 
  private:
   ConnView v_;
-  uint64_t tail_ = 0;        // slots released (our copy)
+  uint64_t tail_ = 0;  // slots released (our copy)
   uint64_t headCache_ = 0;
   uint64_t llSeq_ = 0;
 };

@@ -18,8 +18,8 @@ namespace chorus {
 namespace shm {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5253484d31ull;  // "CHORSHM1"
-constexpr int kMaxDepth = 14;   // slot sizes share the head's cache line
-constexpr int kLlDepth = 4;     // LL buffers in flight per connection
+constexpr int kMaxDepth = 14;                              // slot sizes share the head's cache line
+constexpr int kLlDepth = 4;                                // LL buffers in flight per connection
 constexpr size_t kPage = 4096;
 
 /// Written by the sender: how many slots it has posted and their payload sizes. One line,
@@ -68,7 +68,7 @@ inline size_t llFlagOffset(size_t bytes) { return (bytes + 7) & ~static_cast<siz
 struct AreaGeometry {
   size_t slotBytes;
   int depth;
-  size_t llMax;    // largest LL message
+  size_t llMax;  // largest LL message
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
@@ -77,8 +77,12 @@ struct AreaGeometry {
   size_t slotsOffset() const { return ctrlBytes() + llBytes(); }
   size_t areaBytes() const { return slotsOffset() + roundUp(slotBytes * depth, kPage); }
   size_t headerBytes() const { return kPage; }
-  size_t areaOffset(int peer) const { return headerBytes() + static_cast<size_t>(peer) * areaBytes(); }
-  size_t segmentBytes(int nranks) const { return headerBytes() + static_cast<size_t>(nranks) * areaBytes(); }
+  size_t areaOffset(int peer) const {
+    return headerBytes() + static_cast<size_t>(peer) * areaBytes();
+  }
+  size_t segmentBytes(int nranks) const {
+    return headerBytes() + static_cast<size_t>(nranks) * areaBytes();
+  }
 };
 
 }  // namespace shm

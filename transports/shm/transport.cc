@@ -57,8 +57,7 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   snprintf(name, sizeof(name), "/chorus-%016llx-r%d-p%d",
            static_cast<unsigned long long>(ctx.commHash), ctx.rank, static_cast<int>(getpid()));
   int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0)
-    CHORUS_FAIL(chorusSystemError, "shm_open(%s) failed: %s", name, strerror(errno));
+  if (fd < 0) CHORUS_FAIL(chorusSystemError, "shm_open(%s) failed: %s", name, strerror(errno));
   ownName_ = name;
   if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int e = errno;
@@ -86,8 +85,8 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   snprintf(si.name, sizeof(si.name), "%s", name);
   si.bytes = bytes;
   std::memcpy(info, &si, sizeof(si));
-  CHORUS_INFO(kLogShm, "segment %s: %zu bytes, %d slots x %zu B, LL %zu B", name, bytes,
-              geo_.depth, geo_.slotBytes, geo_.llMax);
+  CHORUS_INFO(kLogShm, "segment %s: %zu bytes, %d slots x %zu B, LL %zu B", name, bytes, geo_.depth,
+              geo_.slotBytes, geo_.llMax);
   return chorusSuccess;
 }
 

@@ -23,8 +23,7 @@ class ShmTransport final : public Transport {
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override;
   chorusResult_t setup(const TransportContext& ctx, void* info) override;
   chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
-                         std::unique_ptr<SendConn>* send,
-                         std::unique_ptr<RecvConn>* recv) override;
+                         std::unique_ptr<SendConn>* send, std::unique_ptr<RecvConn>* recv) override;
   void finishSetup() override;
   void wakeAll() override;
 

@@ -26,8 +26,8 @@ void socketFailed(Channel* c, int err, const char* doing) {
              err ? ": " : "", err ? strerror(err) : "", doing);
     c->markFailed(chorusRemoteError, msg);
   } else {
-    snprintf(msg, sizeof(msg), "connection with %s failed while %s: %s", c->peerDesc.c_str(),
-             doing, strerror(err));
+    snprintf(msg, sizeof(msg), "connection with %s failed while %s: %s", c->peerDesc.c_str(), doing,
+             strerror(err));
     c->markFailed(chorusSystemError, msg);
   }
 }
@@ -51,17 +51,20 @@ void SendChannel::progress() {
     for (;;) {
       if (!k.busy) {
         // Skip messages too small to have a stripe on this socket.
-        while (k.next < h &&
-               stripeCount(ring.sizes[ring.index(k.next)], nsocks, minStripe) <= s)
+        while (k.next < h && stripeCount(ring.sizes[ring.index(k.next)], nsocks, minStripe) <= s)
           ++k.next;
         if (k.next >= h) break;
         const size_t i = ring.index(k.next);
         const size_t total = ring.sizes[i];
         const int n = stripeCount(total, nsocks, minStripe);
         const size_t off = stripeOffset(total, s, n), end = stripeOffset(total, s + 1, n);
-        k.hdr = StripeHeader{k.next, static_cast<uint32_t>(total), static_cast<uint32_t>(off),
-                             static_cast<uint32_t>(end - off), static_cast<uint16_t>(n),
-                             ring.flags[i], kStripeCheck};
+        k.hdr = StripeHeader{k.next,
+                             static_cast<uint32_t>(total),
+                             static_cast<uint32_t>(off),
+                             static_cast<uint32_t>(end - off),
+                             static_cast<uint16_t>(n),
+                             ring.flags[i],
+                             kStripeCheck};
         k.hdrDone = k.dataDone = 0;
         k.busy = true;
       }
@@ -160,8 +163,8 @@ Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
 bool RecvChannel::readSock(int s, Sock& k) {
   for (;;) {
     if (!k.haveHdr) {
-      const Recv got = recvSome(k.fd.get(), reinterpret_cast<char*>(&k.hdr), sizeof(k.hdr),
-                                &k.hdrDone);
+      const Recv got =
+          recvSome(k.fd.get(), reinterpret_cast<char*>(&k.hdr), sizeof(k.hdr), &k.hdrDone);
       if (got == Recv::kWouldBlock) return true;
       if (got == Recv::kClosed && k.hdrDone == 0) {
         // A clean end between stripes: the other sockets may still hold whole messages

@@ -48,7 +48,6 @@ struct Channel : proxied::ProxiedChannel {
   // Progress thread only.
   bool active = false;
   EpollTag tag{EpollTag::kSend, this};  // what epoll reports for any of its sockets
-
 };
 
 struct SendChannel : Channel {
@@ -59,8 +58,8 @@ struct SendChannel : Channel {
   // Progress thread only.
   struct Sock {
     Fd fd;
-    uint64_t next = 0;     // next message that may carry a stripe for this socket
-    bool busy = false;     // a stripe is in flight
+    uint64_t next = 0;  // next message that may carry a stripe for this socket
+    bool busy = false;  // a stripe is in flight
     StripeHeader hdr{};
     size_t hdrDone = 0, dataDone = 0;
   };
@@ -74,7 +73,9 @@ struct SendChannel : Channel {
   void progress();
   /// epoll saw a hang-up or error on one of our sockets: the peer is gone.
   void peerGone();
-  bool drained() const { return tail.load(std::memory_order_relaxed) == head.load(std::memory_order_acquire); }
+  bool drained() const {
+    return tail.load(std::memory_order_relaxed) == head.load(std::memory_order_acquire);
+  }
 };
 
 struct RecvChannel : Channel {
@@ -84,9 +85,9 @@ struct RecvChannel : Channel {
   }
   alignas(64) std::atomic<uint64_t> head{0};      // messages complete (thread)
   alignas(64) std::atomic<uint64_t> released{0};  // messages given back (application)
-  std::atomic<bool> stalled{false};  // the thread waits for a release to read on
-  std::atomic<int> attached{0};      // sockets whose hello arrived
-  int expected = 0;                  // sockets the peer opens (from its connect info)
+  std::atomic<bool> stalled{false};               // the thread waits for a release to read on
+  std::atomic<int> attached{0};                   // sockets whose hello arrived
+  int expected = 0;                               // sockets the peer opens (from its connect info)
 
   // Progress thread only.
   struct Sock {

@@ -60,9 +60,10 @@ void Proxy::runCommands() {
     listener_.reset();  // closing removes it from the epoll set
     for (auto& p : pending_) {
       if (p->fd.valid())
-        CHORUS_WARN(kLogNet, "dropped TCP connection from %s: no complete hello (%zu of %zu "
-                    "bytes) when the listener closed", p->from.str().c_str(), p->got,
-                    sizeof(p->hello));
+        CHORUS_WARN(kLogNet,
+                    "dropped TCP connection from %s: no complete hello (%zu of %zu "
+                    "bytes) when the listener closed",
+                    p->from.str().c_str(), p->got, sizeof(p->hello));
       p->fd.reset();
       dead_.push_back(std::move(p));
     }
@@ -89,8 +90,10 @@ bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
 }
 
 void Proxy::undrained(const proxied::ProxiedChannel* c) {
-  CHORUS_WARN(kLogNet, "closing the connection to %s with unsent messages: it did not read "
-              "them before the deadline", c->peerDesc.c_str());
+  CHORUS_WARN(kLogNet,
+              "closing the connection to %s with unsent messages: it did not read "
+              "them before the deadline",
+              c->peerDesc.c_str());
 }
 
 void Proxy::loop() {
@@ -110,26 +113,17 @@ void Proxy::loop() {
       auto* tag = static_cast<EpollTag*>(evs[i].data.ptr);
       const uint32_t e = evs[i].events;
       switch (tag->kind) {
-        case EpollTag::kEvent:
-          drainWakeups();
-          break;
-        case EpollTag::kListener:
-          onAccept();
-          break;
-        case EpollTag::kPending:
-          onHello(static_cast<Pending*>(tag->obj));
-          break;
+        case EpollTag::kEvent: drainWakeups(); break;
+        case EpollTag::kListener: onAccept(); break;
+        case EpollTag::kPending: onHello(static_cast<Pending*>(tag->obj)); break;
         case EpollTag::kSend: {
           auto* c = static_cast<SendChannel*>(tag->obj);
           // The peer never writes on our send sockets: any of these means it is gone.
-          if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && c->active && c->healthy())
-            c->peerGone();
+          if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && c->active && c->healthy()) c->peerGone();
           c->progress();
           break;
         }
-        case EpollTag::kRecv:
-          static_cast<RecvChannel*>(tag->obj)->progress();
-          break;
+        case EpollTag::kRecv: static_cast<RecvChannel*>(tag->obj)->progress(); break;
       }
     }
     dead_.clear();

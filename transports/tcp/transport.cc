@@ -38,8 +38,7 @@ bool TcpTransport::infoAddress(const void* info, SockAddr* out) {
 chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   rank_ = ctx.rank;
   if (opt_.nsocks < 1 || opt_.nsocks > kMaxSocks)
-    CHORUS_FAIL(chorusInvalidArgument, "CHORUS_NSOCKS=%d outside [1, %d]", opt_.nsocks,
-                kMaxSocks);
+    CHORUS_FAIL(chorusInvalidArgument, "CHORUS_NSOCKS=%d outside [1, %d]", opt_.nsocks, kMaxSocks);
   slotBytes_ = opt_.slotBytes;
   if (slotBytes_ == 0) {
     const int64_t chunk = opt_.chunkBytes;
@@ -51,8 +50,8 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   }
   depth_ = opt_.depth;
   if (depth_ <= 0)
-    depth_ = static_cast<int>(std::clamp<int64_t>(
-        opt_.buffBytes / static_cast<int64_t>(slotBytes_), 2, 16));
+    depth_ = static_cast<int>(
+        std::clamp<int64_t>(opt_.buffBytes / static_cast<int64_t>(slotBytes_), 2, 16));
   llMax_ = std::max<size_t>(ctx.llBytes, 64);  // what shm offers: same algorithm choices
 
   SockAddr bindAddr = opt_.bindAddr;
@@ -110,8 +109,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
     CHORUS_FAIL(chorusInvalidUsage,
                 "rank %d uses %d TCP slots of %llu bytes, this rank %d of %zu: ranks disagree "
                 "on CHORUS_CHUNKSIZE / CHORUS_TCP_CHUNKSIZE / CHORUS_BUFFSIZE",
-                peer, ci.depth, static_cast<unsigned long long>(ci.slotBytes), depth_,
-                slotBytes_);
+                peer, ci.depth, static_cast<unsigned long long>(ci.slotBytes), depth_, slotBytes_);
   char desc[128];
   snprintf(desc, sizeof(desc), "rank %d (%s)", peer, addr.str().c_str());
   const int64_t deadline = nowNs() + opt_.timeoutNs;
@@ -158,8 +156,8 @@ void TcpTransport::finishSetup() {
   const int64_t deadline = nowNs() + opt_.timeoutNs;
   for (auto& c : recv_) {
     if (!c || c->expected == 0) continue;
-    while (c->attached.load(std::memory_order_acquire) < c->expected &&
-           nowNs() < deadline && !aborted_.load())
+    while (c->attached.load(std::memory_order_acquire) < c->expected && nowNs() < deadline &&
+           !aborted_.load())
       usleep(200);
     const int got = c->attached.load(std::memory_order_acquire);
     if (got < c->expected) {

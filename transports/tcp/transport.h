@@ -42,8 +42,7 @@ class TcpTransport final : public Transport {
   bool canConnect(const PeerInfo&, const PeerInfo&) const override { return true; }
   chorusResult_t setup(const TransportContext& ctx, void* info) override;
   chorusResult_t connect(const TransportContext& ctx, int peer, const void* peerInfo,
-                         std::unique_ptr<SendConn>* send,
-                         std::unique_ptr<RecvConn>* recv) override;
+                         std::unique_ptr<SendConn>* send, std::unique_ptr<RecvConn>* recv) override;
   /// Waits (up to the timeout) for every peer's sockets, then closes the listener.
   void finishSetup() override;
   void wakeAll() override;

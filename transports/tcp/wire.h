@@ -16,21 +16,21 @@
 namespace chorus {
 namespace tcp {
 
-constexpr int kMaxSocks = 16;                          // CHORUS_NSOCKS upper bound
-constexpr uint64_t kInfoMagic = 0x43484f5254435031ull;  // "CHORTCP1"
-constexpr uint64_t kHelloMagic = 0x43484f5248454c4full; // "CHORHELO"
-constexpr uint8_t kStripeCheck = 0xc7;                  // catches a desynchronized stream
+constexpr int kMaxSocks = 16;                            // CHORUS_NSOCKS upper bound
+constexpr uint64_t kInfoMagic = 0x43484f5254435031ull;   // "CHORTCP1"
+constexpr uint64_t kHelloMagic = 0x43484f5248454c4full;  // "CHORHELO"
+constexpr uint8_t kStripeCheck = 0xc7;                   // catches a desynchronized stream
 
 /// Published through the bootstrap allgather (kConnectInfoBytes).
 struct ConnectInfo {
   uint64_t magic;
-  uint64_t token;      // random per communicator and rank: the password of its listener
+  uint64_t token;  // random per communicator and rank: the password of its listener
   int32_t rank;
   int32_t nsocks;      // sockets this rank opens per peer (what its peers must accept)
   uint64_t slotBytes;  // must agree on both ends: a message never spans slots
   int32_t depth;       // must agree too: the receiver's window is the sender's
   uint32_t addrLen;
-  uint8_t addr[32];    // sockaddr_in / sockaddr_in6 of the listener
+  uint8_t addr[32];  // sockaddr_in / sockaddr_in6 of the listener
 };
 static_assert(sizeof(ConnectInfo) <= kConnectInfoBytes, "connect info too large");
 
@@ -50,13 +50,13 @@ constexpr uint8_t kMsgLL = 1;  // carries (part of) a low-latency message
 /// j travels on socket j, so every socket carries its stripes in message order and the
 /// receiver can place each one by (seq, offset) without any cross-socket ordering.
 struct StripeHeader {
-  uint64_t seq;       // message number on this connection, from 0
-  uint32_t total;     // message bytes
-  uint32_t offset;    // of this stripe within the message
-  uint32_t len;       // of this stripe
+  uint64_t seq;     // message number on this connection, from 0
+  uint32_t total;   // message bytes
+  uint32_t offset;  // of this stripe within the message
+  uint32_t len;     // of this stripe
   uint16_t nstripes;
   uint8_t flags;
-  uint8_t check;      // kStripeCheck
+  uint8_t check;  // kStripeCheck
 };
 static_assert(sizeof(StripeHeader) == 24, "stripe header layout");
 

@@ -17,16 +17,15 @@ namespace collcheck {
 // ---------------------------------------------------------------------------------------
 
 const std::vector<chorusDataType_t> kAllTypes = {
-    chorusInt8,    chorusUint8,   chorusInt32,   chorusUint32,  chorusInt64,
-    chorusUint64,  chorusFloat16, chorusBfloat16, chorusFloat32, chorusFloat64};
-const std::vector<chorusDataType_t> kMatrixTypes = {chorusInt8,     chorusInt32,   chorusInt64,
-                                                    chorusFloat16,  chorusBfloat16,
-                                                    chorusFloat32,  chorusFloat64};
+    chorusInt8,   chorusUint8,   chorusInt32,    chorusUint32,  chorusInt64,
+    chorusUint64, chorusFloat16, chorusBfloat16, chorusFloat32, chorusFloat64};
+const std::vector<chorusDataType_t> kMatrixTypes = {chorusInt8,    chorusInt32,    chorusInt64,
+                                                    chorusFloat16, chorusBfloat16, chorusFloat32,
+                                                    chorusFloat64};
 const std::vector<Op> kAllOps = {Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Avg, Op::PreMulSum};
-const std::vector<Coll> kAllColls = {Coll::AllReduce, Coll::Broadcast,     Coll::Reduce,
-                                     Coll::AllGather, Coll::ReduceScatter, Coll::Scatter,
-                                     Coll::Gather,    Coll::AllToAll,      Coll::SendRecv,
-                                     Coll::Barrier};
+const std::vector<Coll> kAllColls = {
+    Coll::AllReduce, Coll::Broadcast, Coll::Reduce,   Coll::AllGather, Coll::ReduceScatter,
+    Coll::Scatter,   Coll::Gather,    Coll::AllToAll, Coll::SendRecv,  Coll::Barrier};
 
 const char* collName(Coll c) {
   switch (c) {
@@ -85,26 +84,41 @@ const char* p2pName(P2P p) {
 
 bool parseColl(const std::string& s, Coll* out) {
   for (Coll c : kAllColls)
-    if (s == collName(c)) { *out = c; return true; }
+    if (s == collName(c)) {
+      *out = c;
+      return true;
+    }
   return false;
 }
 bool parseOp(const std::string& s, Op* out) {
   for (Op o : kAllOps)
-    if (s == opName(o)) { *out = o; return true; }
+    if (s == opName(o)) {
+      *out = o;
+      return true;
+    }
   return false;
 }
 bool parseType(const std::string& s, chorusDataType_t* out) {
   for (chorusDataType_t t : kAllTypes)
-    if (s == typeName(t)) { *out = t; return true; }
+    if (s == typeName(t)) {
+      *out = t;
+      return true;
+    }
   return false;
 }
 
 size_t typeSize(chorusDataType_t t) {
   switch (t) {
-    case chorusInt8: case chorusUint8: return 1;
-    case chorusFloat16: case chorusBfloat16: return 2;
-    case chorusInt32: case chorusUint32: case chorusFloat32: return 4;
-    case chorusInt64: case chorusUint64: case chorusFloat64: return 8;
+    case chorusInt8:
+    case chorusUint8: return 1;
+    case chorusFloat16:
+    case chorusBfloat16: return 2;
+    case chorusInt32:
+    case chorusUint32:
+    case chorusFloat32: return 4;
+    case chorusInt64:
+    case chorusUint64:
+    case chorusFloat64: return 8;
     default: return 0;
   }
 }
@@ -181,8 +195,7 @@ std::string describe(const Case& c) {
 }
 
 double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -406,8 +419,10 @@ struct GBuf {
                    ptrdiff_t(k) - ptrdiff_t(pre), base[k]);
     for (size_t k = 0; k < kGuard; ++k)
       if (data[bytes + k] != guardByte(k + 7))
-        return fmt("%s: guard byte %zu bytes AFTER the end of the buffer (%zu bytes) "
-                   "overwritten (0x%02x)", name, k, bytes, data[bytes + k]);
+        return fmt(
+            "%s: guard byte %zu bytes AFTER the end of the buffer (%zu bytes) "
+            "overwritten (0x%02x)",
+            name, k, bytes, data[bytes + k]);
     return "";
   }
 };
@@ -496,10 +511,9 @@ static void fillReduceInput(const Case& c, int rank, int nranks, uint8_t* dst, s
 bool CaseRun::prepare(std::string* err) {
   chorusResult_t r1 = chorusCommCount(comm_, &nranks_);
   chorusResult_t r2 = chorusCommUserRank(comm_, &rank_);
-  if (r1 != chorusSuccess || r2 != chorusSuccess || nranks_ <= 0 || rank_ < 0 ||
-      rank_ >= nranks_) {
-    *err = header() + " chorusCommCount/UserRank failed: " +
-           callError("chorusCommCount", r1, comm_) + "; " +
+  if (r1 != chorusSuccess || r2 != chorusSuccess || nranks_ <= 0 || rank_ < 0 || rank_ >= nranks_) {
+    *err = header() +
+           " chorusCommCount/UserRank failed: " + callError("chorusCommCount", r1, comm_) + "; " +
            callError("chorusCommUserRank", r2, comm_) + fmt(" (count=%d rank=%d)", nranks_, rank_);
     return false;
   }
@@ -704,12 +718,8 @@ bool CaseRun::prepare(std::string* err) {
       }
       break;
     }
-    case Coll::Barrier:
-      im.lateRank = int(c_.seed % unsigned(n));
-      break;
-    default:
-      *err = header() + " unknown collective";
-      return false;
+    case Coll::Barrier: im.lateRank = int(c_.seed % unsigned(n)); break;
+    default: *err = header() + " unknown collective"; return false;
   }
   for (auto& b : im.bufs)
     if (!(b.get() == im.out && im.outOff == 0 && im.outLen == b->bytes)) b->snapshot();
@@ -722,10 +732,8 @@ chorusResult_t CaseRun::launch(chorusStream_t s) {
   const size_t cnt = c_.count;
   switch (c_.coll) {
     case Coll::AllReduce: return chorusAllReduce(im.sendp, im.recvp, cnt, t, im.redop, comm_, s);
-    case Coll::Broadcast:
-      return chorusBroadcast(im.sendp, im.recvp, cnt, t, c_.root, comm_, s);
-    case Coll::Reduce:
-      return chorusReduce(im.sendp, im.recvp, cnt, t, im.redop, c_.root, comm_, s);
+    case Coll::Broadcast: return chorusBroadcast(im.sendp, im.recvp, cnt, t, c_.root, comm_, s);
+    case Coll::Reduce: return chorusReduce(im.sendp, im.recvp, cnt, t, im.redop, c_.root, comm_, s);
     case Coll::AllGather: return chorusAllGather(im.sendp, im.recvp, cnt, t, comm_, s);
     case Coll::ReduceScatter:
       return chorusReduceScatter(im.sendp, im.recvp, cnt, t, im.redop, comm_, s);
@@ -922,8 +930,8 @@ bool CaseRun::verify(std::string* err) {
       if (b->data[k] != b->snap[k]) {
         ++changed;
         if (shown < 3) {
-          detail += fmt("\n  %s: byte %zu (element %zu) changed: was 0x%02x, now 0x%02x",
-                        b->name, k, k / typeSize(c_.type), b->snap[k], b->data[k]);
+          detail += fmt("\n  %s: byte %zu (element %zu) changed: was 0x%02x, now 0x%02x", b->name,
+                        k, k / typeSize(c_.type), b->snap[k], b->data[k]);
           ++shown;
         }
       }
@@ -931,8 +939,10 @@ bool CaseRun::verify(std::string* err) {
     if (changed) {
       ok = false;
       if (hi == 0)
-        detail += fmt("\n  %s: %zu of its %zu bytes changed; it is input only and must stay "
-                      "unchanged", b->name, changed, b->bytes);
+        detail +=
+            fmt("\n  %s: %zu of its %zu bytes changed; it is input only and must stay "
+                "unchanged",
+                b->name, changed, b->bytes);
       else
         detail += fmt("\n  %s: %zu bytes changed outside the output range [%zu, %zu) of %zu",
                       b->name, changed, lo, hi, b->bytes);
@@ -969,8 +979,8 @@ bool CaseRun::verify(std::string* err) {
             if (bad < size_t(kMaxShown)) {
               // Name the block (source rank) the element belongs to when there are blocks.
               std::string where;
-              if (cb && im.outLen > cb) where = fmt(" (block %zu, element %zu)", e * es / cb,
-                                                    (e * es % cb) / es);
+              if (cb && im.outLen > cb)
+                where = fmt(" (block %zu, element %zu)", e * es / cb, (e * es % cb) / es);
               // Which rank's data did we get? Try to identify a wrong source.
               d += fmt("\n    element %zu%s: expected %s, got %s", e, where.c_str(),
                        fmtBytes(exp.get() + e * es, es).c_str(), fmtBytes(o + e * es, es).c_str());
@@ -1055,9 +1065,8 @@ std::vector<Case> buildCases(Coll coll, int n, const MatrixOptions& o) {
           if (!contains(o.ops, op)) continue;
           for (bool ip : {false, true}) {
             if (!contains(places, ip)) continue;
-            if (o.big == BigMode::Subset &&
-                (oi != (ti + size_t(k) + 3 * size_t(o.rotation)) % 6 ||
-                 ip != bool((ti + size_t(o.rotation)) % 2)))
+            if (o.big == BigMode::Subset && (oi != (ti + size_t(k) + 3 * size_t(o.rotation)) % 6 ||
+                                             ip != bool((ti + size_t(o.rotation)) % 2)))
               continue;
             Case c;
             c.type = t;
@@ -1259,19 +1268,38 @@ static bool runSome(const std::vector<Case>& cases, chorusComm_t comm, const cha
 static std::vector<Case> smallMix(int newRanks) {
   std::vector<Case> v;
   Case c;
-  c.coll = Coll::AllReduce; c.type = chorusFloat32; c.op = Op::Sum; c.count = 1023; c.seed = 11;
+  c.coll = Coll::AllReduce;
+  c.type = chorusFloat32;
+  c.op = Op::Sum;
+  c.count = 1023;
+  c.seed = 11;
   v.push_back(c);
-  c.coll = Coll::AllReduce; c.type = chorusBfloat16; c.op = Op::Avg; c.count = 7; c.inplace = true;
+  c.coll = Coll::AllReduce;
+  c.type = chorusBfloat16;
+  c.op = Op::Avg;
+  c.count = 7;
+  c.inplace = true;
   c.seed = 12;
   v.push_back(c);
   c = Case{};
-  c.coll = Coll::Broadcast; c.type = chorusInt8; c.count = 1023; c.root = newRanks - 1; c.seed = 13;
+  c.coll = Coll::Broadcast;
+  c.type = chorusInt8;
+  c.count = 1023;
+  c.root = newRanks - 1;
+  c.seed = 13;
   v.push_back(c);
   c = Case{};
-  c.coll = Coll::AllGather; c.type = chorusInt64; c.count = 7; c.seed = 14;
+  c.coll = Coll::AllGather;
+  c.type = chorusInt64;
+  c.count = 7;
+  c.seed = 14;
   v.push_back(c);
   c = Case{};
-  c.coll = Coll::SendRecv; c.type = chorusInt32; c.count = 1023; c.p2p = P2P::Pairwise; c.seed = 15;
+  c.coll = Coll::SendRecv;
+  c.type = chorusInt32;
+  c.count = 1023;
+  c.p2p = P2P::Pairwise;
+  c.seed = 15;
   v.push_back(c);
   return v;
 }
@@ -1287,7 +1315,7 @@ bool runSplitCheck(chorusComm_t comm, std::string* err) {
   auto excludedRank = [&](int q) { return n >= 3 && q == n - 1; };
   const bool excluded = excludedRank(r);
   const int color = excluded ? CHORUS_SPLIT_NOCOLOR : r % 2;
-  const int key = n - r;  // reversed order
+  const int key = n - r;                                             // reversed order
   chorusComm_t nc = reinterpret_cast<chorusComm_t>(uintptr_t(0x1));  // must be overwritten
   chorusResult_t res = chorusCommSplit(comm, color, key, &nc, nullptr);
   if (res != chorusSuccess) {
@@ -1324,8 +1352,8 @@ bool runSplitCheck(chorusComm_t comm, std::string* err) {
         *err += hdr + " " + callError("chorusAllReduce on the split communicator", res, nc);
         ok = false;
       } else if (sum != expSum) {
-        *err += hdr + fmt(" all-reduce of old ranks on the split comm: got %d expected %d", sum,
-                          expSum);
+        *err += hdr +
+                fmt(" all-reduce of old ranks on the split comm: got %d expected %d", sum, expSum);
         ok = false;
       }
       std::vector<int32_t> all(members.size(), -1);
@@ -1337,7 +1365,8 @@ bool runSplitCheck(chorusComm_t comm, std::string* err) {
         for (size_t i = 0; i < members.size(); ++i)
           if (all[i] != members[i]) {
             *err += hdr + fmt(" all-gather of old ranks: new rank %zu holds old rank %d, expected "
-                              "%d (key reversal)", i, all[i], members[i]);
+                              "%d (key reversal)",
+                              i, all[i], members[i]);
             ok = false;
             break;
           }
@@ -1437,20 +1466,72 @@ bool runStreamCheck(chorusComm_t comm, std::string* err) {
   };
   {
     Case c;
-    c.coll = Coll::AllReduce; c.type = chorusFloat32; c.op = Op::Sum; c.count = 1023; add(c);
-    c.type = chorusBfloat16; c.op = Op::PreMulSum; c.count = 7; c.inplace = true; add(c);
-    c = Case{}; c.coll = Coll::Broadcast; c.type = chorusInt8; c.count = 1023; c.root = n - 1; add(c);
-    c = Case{}; c.coll = Coll::Reduce; c.type = chorusInt32; c.op = Op::Max; c.count = 1023;
-    c.root = 0; add(c);
-    c = Case{}; c.coll = Coll::AllGather; c.type = chorusFloat16; c.count = 7; c.inplace = true; add(c);
-    c = Case{}; c.coll = Coll::ReduceScatter; c.type = chorusInt64; c.op = Op::Prod; c.count = 1023;
+    c.coll = Coll::AllReduce;
+    c.type = chorusFloat32;
+    c.op = Op::Sum;
+    c.count = 1023;
     add(c);
-    c = Case{}; c.coll = Coll::AllToAll; c.type = chorusFloat64; c.count = 7; add(c);
-    c = Case{}; c.coll = Coll::Scatter; c.type = chorusUint8; c.count = 33; c.root = n / 2; add(c);
-    c = Case{}; c.coll = Coll::Gather; c.type = chorusInt32; c.count = 33; c.root = (n - 1) / 2; add(c);
-    c = Case{}; c.coll = Coll::SendRecv; c.type = chorusInt8; c.count = 1023; c.p2p = P2P::Ring; add(c);
-    c = Case{}; c.coll = Coll::Barrier; add(c);
-    c = Case{}; c.coll = Coll::AllReduce; c.type = chorusFloat64; c.op = Op::Min; c.count = 65536 + 5;
+    c.type = chorusBfloat16;
+    c.op = Op::PreMulSum;
+    c.count = 7;
+    c.inplace = true;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Broadcast;
+    c.type = chorusInt8;
+    c.count = 1023;
+    c.root = n - 1;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Reduce;
+    c.type = chorusInt32;
+    c.op = Op::Max;
+    c.count = 1023;
+    c.root = 0;
+    add(c);
+    c = Case{};
+    c.coll = Coll::AllGather;
+    c.type = chorusFloat16;
+    c.count = 7;
+    c.inplace = true;
+    add(c);
+    c = Case{};
+    c.coll = Coll::ReduceScatter;
+    c.type = chorusInt64;
+    c.op = Op::Prod;
+    c.count = 1023;
+    add(c);
+    c = Case{};
+    c.coll = Coll::AllToAll;
+    c.type = chorusFloat64;
+    c.count = 7;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Scatter;
+    c.type = chorusUint8;
+    c.count = 33;
+    c.root = n / 2;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Gather;
+    c.type = chorusInt32;
+    c.count = 33;
+    c.root = (n - 1) / 2;
+    add(c);
+    c = Case{};
+    c.coll = Coll::SendRecv;
+    c.type = chorusInt8;
+    c.count = 1023;
+    c.p2p = P2P::Ring;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Barrier;
+    add(c);
+    c = Case{};
+    c.coll = Coll::AllReduce;
+    c.type = chorusFloat64;
+    c.op = Op::Min;
+    c.count = 65536 + 5;
     add(c);
   }
   ok = runBatch(mix, "mixed batch") && ok;
@@ -1459,10 +1540,10 @@ bool runStreamCheck(chorusComm_t comm, std::string* err) {
   {
     std::vector<int32_t> buf(1023);
     for (size_t i = 0; i < buf.size(); ++i) buf[i] = int32_t((i * 7 + size_t(r) * 3) % 11);
-    chorusResult_t a = chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusInt32, chorusSum,
-                                       comm, s);
-    chorusResult_t b = chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusInt32, chorusSum,
-                                       comm, s);
+    chorusResult_t a =
+        chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusInt32, chorusSum, comm, s);
+    chorusResult_t b =
+        chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusInt32, chorusSum, comm, s);
     chorusResult_t c = chorusStreamSynchronize(s);
     if (a != chorusSuccess || b != chorusSuccess || c != chorusSuccess) {
       *err += "\n" + hdr + " dependent all-reduces: " + callError("first", a, comm) + "; " +
@@ -1475,8 +1556,10 @@ bool runStreamCheck(chorusComm_t comm, std::string* err) {
         for (int q = 0; q < n; ++q) sum += int32_t((i * 7 + size_t(q) * 3) % 11);
         if (buf[i] != n * sum) {
           if (bad < 3)
-            *err += "\n" + hdr + fmt(" dependent all-reduces: element %zu expected %d got %d "
-                                     "(ops on one stream must run in order)", i, n * sum, buf[i]);
+            *err += "\n" + hdr +
+                    fmt(" dependent all-reduces: element %zu expected %d got %d "
+                        "(ops on one stream must run in order)",
+                        i, n * sum, buf[i]);
           ++bad;
         }
       }

@@ -95,9 +95,9 @@ constexpr size_t kBigCount = (size_t(1) << 20) + 3;  // "1 Mi + 3" elements
 struct Case {
   Coll coll = Coll::AllReduce;
   chorusDataType_t type = chorusFloat32;
-  Op op = Op::Sum;            // reducing collectives only
-  size_t count = 0;           // the API's count argument (per-rank block for gather-likes)
-  int root = 0;               // rooted collectives only
+  Op op = Op::Sum;   // reducing collectives only
+  size_t count = 0;  // the API's count argument (per-rank block for gather-likes)
+  int root = 0;      // rooted collectives only
   bool inplace = false;
   bool nan = false;           // float reducing collectives: inject NaNs on one rank
   P2P p2p = P2P::Ring;        // SendRecv only
@@ -136,8 +136,8 @@ struct MatrixOptions {
   BigMode big = BigMode::Subset;
   size_t bigCount = kBigCount;
   bool nanCases = true;
-  bool inplace = true;      // also run in-place variants
-  bool outOfPlace = true;   // also run out-of-place variants
+  bool inplace = true;     // also run in-place variants
+  bool outOfPlace = true;  // also run out-of-place variants
   // A size between the small ones and 1 Mi + 3 (several pipeline pieces, past the
   // small-message protocol): every type once per (collective, nranks), with the op
   // rotating like the big subset and in-place alternating.
@@ -191,9 +191,9 @@ bool runCase(const Case& c, chorusComm_t comm, chorusStream_t stream, std::strin
              bool* callFailed);
 
 struct RunStats {
-  size_t cases = 0;    // cases run
-  size_t failed = 0;   // cases that failed
-  bool stopped = false;  // a call returned an error: the remaining cases were not run
+  size_t cases = 0;                   // cases run
+  size_t failed = 0;                  // cases that failed
+  bool stopped = false;               // a call returned an error: the remaining cases were not run
   std::vector<std::string> messages;  // the first maxMessages failure messages
   double seconds = 0;
 };

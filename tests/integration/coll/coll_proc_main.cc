@@ -5,14 +5,14 @@
 //       [--big none|subset|all] [--rotation 0|1] [--no-nan] [--no-inplace]
 //       [--no-outofplace] [--max-messages K] [--list]
 //
-// Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the same case list (coll_check.h:
-// buildCases, the same coverage as the thread suite for the chosen slice, except that the
-// 1 Mi + 3 subset uses rotation 1 by default: the other half of the (type, op, in-place)
-// combinations, see coll_check.h), runs it, prints
-// every failure (first K per collective) prefixed with its rank, and exits 1 if anything
-// failed on any rank (the failure count is all-reduced at the end; if that call fails the
-// rank exits 1 on its own result). Besides the collectives of kAllColls, "split" and
-// "stream" run runSplitCheck / runStreamCheck; "all" includes both.
+// Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the
+// same case list (coll_check.h: buildCases, the same coverage as the thread suite for the chosen
+// slice, except that the 1 Mi + 3 subset uses rotation 1 by default: the other half of the (type,
+// op, in-place) combinations, see coll_check.h), runs it, prints every failure (first K per
+// collective) prefixed with its rank, and exits 1 if anything failed on any rank (the failure count
+// is all-reduced at the end; if that call fails the rank exits 1 on its own result). Besides the
+// collectives of kAllColls, "split" and "stream" run runSplitCheck / runStreamCheck; "all" includes
+// both.
 #include <chorus.h>
 
 #include <cstdio>
@@ -106,10 +106,14 @@ int main(int argc, char** argv) {
       opts.rotation = v == "1" ? 1 : 0;
     } else if (a == "--big") {
       const std::string v = next();
-      if (v == "none") opts.big = BigMode::None;
-      else if (v == "subset") opts.big = BigMode::Subset;
-      else if (v == "all") opts.big = BigMode::All;
-      else usage("--big takes none, subset or all");
+      if (v == "none")
+        opts.big = BigMode::None;
+      else if (v == "subset")
+        opts.big = BigMode::Subset;
+      else if (v == "all")
+        opts.big = BigMode::All;
+      else
+        usage("--big takes none, subset or all");
     } else if (a == "--no-nan") {
       opts.nanCases = false;
     } else if (a == "--no-inplace") {
@@ -172,7 +176,8 @@ int main(int argc, char** argv) {
   if (envRank && envSize && (std::atoi(envRank) != rank || std::atoi(envSize) != n)) {
     std::fprintf(stderr,
                  "coll_proc_main: communicator says rank %d of %d, CHORUS_RANK/WORLD_SIZE say "
-                 "%s of %s\n", rank, n, envRank, envSize);
+                 "%s of %s\n",
+                 rank, n, envRank, envSize);
     return 1;
   }
   const double tInit = nowSeconds() - t0;
@@ -200,7 +205,8 @@ int main(int argc, char** argv) {
     RunStats st = runCases(cases, comm, maxMessages);
     totalCases += st.cases;
     totalFailed += st.failed;
-    for (const std::string& m : st.messages) std::fprintf(stderr, "rank %d: FAIL %s\n", rank, m.c_str());
+    for (const std::string& m : st.messages)
+      std::fprintf(stderr, "rank %d: FAIL %s\n", rank, m.c_str());
     std::printf("rank %d: %-14s %zu cases, %zu failed in %.2f s\n", rank, name.c_str(), st.cases,
                 st.failed, st.seconds);
     std::fflush(stdout);
@@ -219,14 +225,14 @@ int main(int argc, char** argv) {
   if (!stopped) {
     res = chorusAllReduce(&anyFailed, &globalFailed, 1, chorusInt64, chorusSum, comm, nullptr);
     if (res != chorusSuccess) {
-      std::fprintf(stderr, "rank %d: final all-reduce of the failure count failed: %s: %s\n",
-                   rank, chorusGetErrorString(res), chorusGetLastError(comm));
+      std::fprintf(stderr, "rank %d: final all-reduce of the failure count failed: %s: %s\n", rank,
+                   chorusGetErrorString(res), chorusGetLastError(comm));
       globalFailed = 1;
     }
     res = chorusCommFinalize(comm);
     if (res != chorusSuccess) {
-      std::fprintf(stderr, "rank %d: chorusCommFinalize: %s: %s\n", rank,
-                   chorusGetErrorString(res), chorusGetLastError(comm));
+      std::fprintf(stderr, "rank %d: chorusCommFinalize: %s: %s\n", rank, chorusGetErrorString(res),
+                   chorusGetLastError(comm));
       globalFailed = 1;
     }
   }
@@ -235,8 +241,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: chorusCommDestroy: %s\n", rank, chorusGetErrorString(res));
     globalFailed = 1;
   }
-  std::printf("rank %d of %d: %zu cases, %zu failed%s; init %.2f s, total %.2f s -> %s\n", rank,
-              n, totalCases, totalFailed, stopped ? " (stopped at a call error)" : "", tInit,
+  std::printf("rank %d of %d: %zu cases, %zu failed%s; init %.2f s, total %.2f s -> %s\n", rank, n,
+              totalCases, totalFailed, stopped ? " (stopped at a call error)" : "", tInit,
               nowSeconds() - t0, globalFailed ? "FAIL" : "PASS");
   perf::launchFinalize();
   return globalFailed ? 1 : 0;

@@ -49,10 +49,14 @@ Case drawCase(std::mt19937_64& g, int nranks, size_t maxBytes, uint32_t index) {
   if (c.coll == Coll::SendRecv && c.p2p == P2P::RingUngrouped && nranks < 2) c.p2p = P2P::Ring;
   const uint64_t r = pick(100);
   uint64_t count;
-  if (r < 70) count = pick(65);
-  else if (r < 90) count = 65 + pick(4096 - 64);
-  else if (r < 98) count = 4097 + pick(65536 - 4096);
-  else count = 65537 + pick(1u << 20);
+  if (r < 70)
+    count = pick(65);
+  else if (r < 90)
+    count = 65 + pick(4096 - 64);
+  else if (r < 98)
+    count = 4097 + pick(65536 - 4096);
+  else
+    count = 65537 + pick(1u << 20);
   // Cap the bytes a call moves: the buffer of gather-like collectives holds nranks blocks.
   const size_t ts = typeSize(c.type);
   const bool blocks = c.coll == Coll::AllGather || c.coll == Coll::ReduceScatter ||
@@ -116,12 +120,17 @@ int main(int argc, char** argv) {
       break;
     }
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--calls")) calls = std::atol(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--ranks")) nranks = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 0);
-    else if (!std::strcmp(argv[i], "--max-bytes")) maxBytes = std::strtoull(argv[i + 1], nullptr, 0);
+    if (!std::strcmp(argv[i], "--calls"))
+      calls = std::atol(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--ranks"))
+      nranks = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seed"))
+      seed = std::strtoull(argv[i + 1], nullptr, 0);
+    else if (!std::strcmp(argv[i], "--max-bytes"))
+      maxBytes = std::strtoull(argv[i + 1], nullptr, 0);
     else {
-      std::fprintf(stderr, "usage: coll_stress [--from-env] [--calls N] [--ranks R] [--seed S] "
+      std::fprintf(stderr,
+                   "usage: coll_stress [--from-env] [--calls N] [--ranks R] [--seed S] "
                    "[--max-bytes B]\n");
       return 2;
     }
@@ -177,8 +186,9 @@ int main(int argc, char** argv) {
         ok = false;
       }
   }
-  std::printf("coll_stress: %ld of %ld random collectives on %d ranks checked in %.1f s (seed %llu):",
-              done.load(), calls, nranks, took, static_cast<unsigned long long>(seed));
+  std::printf(
+      "coll_stress: %ld of %ld random collectives on %d ranks checked in %.1f s (seed %llu):",
+      done.load(), calls, nranks, took, static_cast<unsigned long long>(seed));
   for (int k = 0; k < static_cast<int>(Coll::kCount); ++k)
     std::printf(" %s %ld", collName(static_cast<Coll>(k)), counts[static_cast<size_t>(k)]);
   std::printf(" -> %s\n", ok ? "PASS" : "FAIL");

@@ -78,10 +78,10 @@ class Comms {
   chorusResult_t res_;
 };
 
-#define ASSERT_COMMS(comms)                                                        \
-  ASSERT_EQ((comms).result(), chorusSuccess)                                       \
-      << "chorusCommInitAll(" << (comms).size() << "): "                           \
-      << chorusGetErrorString((comms).result()) << " / " << chorusGetLastError(nullptr)
+#define ASSERT_COMMS(comms)                                                                        \
+  ASSERT_EQ((comms).result(), chorusSuccess)                                                       \
+      << "chorusCommInitAll(" << (comms).size() << "): " << chorusGetErrorString((comms).result()) \
+      << " / " << chorusGetLastError(nullptr)
 
 // Runs fn(rank) on one thread per rank and joins them.
 void onRanks(int n, const std::function<void(int)>& fn) {
@@ -117,14 +117,14 @@ TEST(CollCheckSelfTest, HalfConversions) {
   EXPECT_EQ(doubleToHalf(65520.0), 0x7C00);  // ties to even -> overflow to inf
   EXPECT_EQ(doubleToHalf(1e9), 0x7C00);
   EXPECT_EQ(doubleToHalf(-HUGE_VAL), 0xFC00);
-  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -24)), 0x0001);   // smallest subnormal
-  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -25)), 0x0000);   // tie -> even (0)
-  EXPECT_EQ(doubleToHalf(std::ldexp(3.0, -25)), 0x0002);   // 1.5 ulp -> 2 (even)
-  EXPECT_EQ(doubleToHalf(std::ldexp(3.0, -26)), 0x0001);   // 0.75 ulp -> 1
-  EXPECT_EQ(doubleToHalf(std::ldexp(1023.0, -24)), 0x03FF);  // largest subnormal
-  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -14)), 0x0400);   // smallest normal
-  EXPECT_EQ(doubleToHalf(1.0 + std::ldexp(1.0, -11)), 0x3C00);       // tie -> even
-  EXPECT_EQ(doubleToHalf(1.0 + 3 * std::ldexp(1.0, -11)), 0x3C02);   // tie -> even (up)
+  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -24)), 0x0001);            // smallest subnormal
+  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -25)), 0x0000);            // tie -> even (0)
+  EXPECT_EQ(doubleToHalf(std::ldexp(3.0, -25)), 0x0002);            // 1.5 ulp -> 2 (even)
+  EXPECT_EQ(doubleToHalf(std::ldexp(3.0, -26)), 0x0001);            // 0.75 ulp -> 1
+  EXPECT_EQ(doubleToHalf(std::ldexp(1023.0, -24)), 0x03FF);         // largest subnormal
+  EXPECT_EQ(doubleToHalf(std::ldexp(1.0, -14)), 0x0400);            // smallest normal
+  EXPECT_EQ(doubleToHalf(1.0 + std::ldexp(1.0, -11)), 0x3C00);      // tie -> even
+  EXPECT_EQ(doubleToHalf(1.0 + 3 * std::ldexp(1.0, -11)), 0x3C02);  // tie -> even (up)
   EXPECT_EQ(doubleToHalf(1.0 + std::ldexp(1.0, -11) + 1e-12), 0x3C01);
   EXPECT_EQ(doubleToHalf(2047.0 + 0.5), 0x6800);  // 2048: carry into next binade
   EXPECT_EQ(doubleToHalf(1.0 / 3.0), 0x3555);
@@ -187,10 +187,11 @@ TEST(CollCheckSelfTest, CaseListsAreNonEmptyAndCoverTheBigSubset) {
     }
     for (size_t i = 0; i < seen.size(); ++i)
       EXPECT_EQ(seen[i], 1) << collName(coll) << " " << typeName(kMatrixTypes[i / 12]) << " "
-                            << opName(kAllOps[(i / 2) % 6]) << (i % 2 ? " in-place" : " out-of-place");
+                            << opName(kAllOps[(i / 2) % 6])
+                            << (i % 2 ? " in-place" : " out-of-place");
   }
-  for (Coll coll : {Coll::Broadcast, Coll::AllGather, Coll::AllToAll, Coll::Scatter,
-                    Coll::Gather, Coll::SendRecv}) {
+  for (Coll coll : {Coll::Broadcast, Coll::AllGather, Coll::AllToAll, Coll::Scatter, Coll::Gather,
+                    Coll::SendRecv}) {
     for (int rot : {0, 1}) {
       std::vector<int> seen(kMatrixTypes.size(), 0);
       MatrixOptions o;
@@ -248,8 +249,8 @@ TEST_P(CollThreads, Matrix) {
   }
   EXPECT_EQ(failed, 0u) << failed << " failing (case, rank) pairs out of " << cases.size()
                         << " cases x " << n << " ranks";
-  std::printf("[ coverage ] %s nranks=%d: %zu cases in %.2f s\n", collName(coll), n,
-              cases.size(), slowest);
+  std::printf("[ coverage ] %s nranks=%d: %zu cases in %.2f s\n", collName(coll), n, cases.size(),
+              slowest);
 }
 
 std::string paramName(const ::testing::TestParamInfo<std::tuple<int, Coll>>& info) {
@@ -311,13 +312,27 @@ TEST_P(CollThreadsN, SingleThreadGroup) {
   // Several collectives per communicator inside one group.
   {
     Case a;
-    a.coll = Coll::AllReduce; a.type = chorusFloat32; a.op = Op::Sum; a.count = 4099; a.seed = seed++;
+    a.coll = Coll::AllReduce;
+    a.type = chorusFloat32;
+    a.op = Op::Sum;
+    a.count = 4099;
+    a.seed = seed++;
     Case b;
-    b.coll = Coll::AllGather; b.type = chorusInt32; b.count = 33; b.seed = seed++;
+    b.coll = Coll::AllGather;
+    b.type = chorusInt32;
+    b.count = 33;
+    b.seed = seed++;
     Case c;
-    c.coll = Coll::Broadcast; c.type = chorusInt8; c.count = 100; c.root = 0; c.seed = seed++;
+    c.coll = Coll::Broadcast;
+    c.type = chorusInt8;
+    c.count = 100;
+    c.root = 0;
+    c.seed = seed++;
     Case d;
-    d.coll = Coll::SendRecv; d.type = chorusFloat64; d.count = 17; d.p2p = P2P::Pairwise;
+    d.coll = Coll::SendRecv;
+    d.type = chorusFloat64;
+    d.count = 17;
+    d.p2p = P2P::Pairwise;
     d.seed = seed++;
     batches.push_back({a, b, c, d});
   }
@@ -342,8 +357,9 @@ TEST_P(CollThreadsN, SingleThreadGroup) {
     const chorusResult_t end = chorusGroupEnd();
     for (size_t i = 0; i < runs.size(); ++i)
       ASSERT_EQ(res[i], chorusSuccess)
-          << runs[i]->header() << " recording the call inside a group: "
-          << chorusGetErrorString(res[i]) << " / " << chorusGetLastError(comms[runs[i]->rank()]);
+          << runs[i]->header()
+          << " recording the call inside a group: " << chorusGetErrorString(res[i]) << " / "
+          << chorusGetLastError(comms[runs[i]->rank()]);
     ASSERT_EQ(end, chorusSuccess) << describe(batch[0])
                                   << ": chorusGroupEnd: " << chorusGetErrorString(end) << " / "
                                   << chorusGetLastError(nullptr);
@@ -417,7 +433,9 @@ TEST_P(CollThreadsN, RecvAnySource) {
   }
   constexpr int kMsgs = 20;
   constexpr size_t kCount = 3000;
-  auto value = [](int from, int msg, size_t i) { return float(from * 100000 + msg * 1000) + float(i % 997); };
+  auto value = [](int from, int msg, size_t i) {
+    return float(from * 100000 + msg * 1000) + float(i % 997);
+  };
   std::vector<std::string> errs(static_cast<size_t>(n));
   onRanks(n, [&](int r) {
     std::string& e = errs[size_t(r)];
@@ -453,8 +471,9 @@ TEST_P(CollThreadsN, RecvAnySource) {
         }
     }
     for (int p = 1; p < n; ++p)
-      if (next[size_t(p)] != kMsgs) e = "rank " + std::to_string(p) + " delivered " +
-                                        std::to_string(next[size_t(p)]) + " messages";
+      if (next[size_t(p)] != kMsgs)
+        e = "rank " + std::to_string(p) + " delivered " + std::to_string(next[size_t(p)]) +
+            " messages";
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[size_t(r)], "") << "rank " << r;
 

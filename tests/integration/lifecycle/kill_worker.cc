@@ -27,10 +27,16 @@ int main(int argc, char** argv) {
   long iters = 100000;
   long sleepMs = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atol(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--sleep-ms")) sleepMs = std::atol(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M]\n"); return 2; }
+    if (!std::strcmp(argv[i], "--bytes"))
+      bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--iters"))
+      iters = std::atol(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--sleep-ms"))
+      sleepMs = std::atol(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M]\n");
+      return 2;
+    }
   }
   chorusComm_t comm = nullptr;
   if (chorusCommInitFromEnv(&comm, nullptr) != chorusSuccess) {
@@ -59,8 +65,8 @@ int main(int argc, char** argv) {
     }
     const float want = static_cast<float>(n * (n + 1) / 2);
     if (buf[0] != want || buf[count - 1] != want || buf[(count / 2) & ~size_t(4095)] != want) {
-      std::printf("rank %d: WRONG at iter %ld: %g %g, want %g\n", rank, it, buf[0],
-                  buf[count - 1], want);
+      std::printf("rank %d: WRONG at iter %ld: %g %g, want %g\n", rank, it, buf[0], buf[count - 1],
+                  want);
       return 1;
     }
     std::printf("rank %d: iter %ld ok\n", rank, it);

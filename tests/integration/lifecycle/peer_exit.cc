@@ -31,12 +31,25 @@ int main(int argc, char** argv) {
   double within = 20;
   bool p2p = false;
   for (int i = 1; i < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--p2p")) { p2p = true; --i; continue; }
-    if (i + 1 >= argc) { std::fprintf(stderr, "peer_exit: %s needs a value\n", argv[i]); return 2; }
-    if (!std::strcmp(argv[i], "--victim")) victim = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--bytes")) bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--within")) within = std::atof(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S] [--p2p]\n"); return 2; }
+    if (!std::strcmp(argv[i], "--p2p")) {
+      p2p = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "peer_exit: %s needs a value\n", argv[i]);
+      return 2;
+    }
+    if (!std::strcmp(argv[i], "--victim"))
+      victim = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--bytes"))
+      bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--within"))
+      within = std::atof(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: peer_exit [--victim R] [--bytes B] [--within S] [--p2p]\n");
+      return 2;
+    }
   }
   chorusComm_t comm = nullptr;
   const char* how = "";
@@ -52,8 +65,8 @@ int main(int argc, char** argv) {
   // A first all-reduce that must succeed: everyone is connected and alive.
   const size_t count = bytes / sizeof(float);
   std::vector<float> buf(count, 1.0f);
-  if (chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm,
-                      nullptr) != chorusSuccess ||
+  if (chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr) !=
+          chorusSuccess ||
       buf[0] != static_cast<float>(n) || buf[count - 1] != static_cast<float>(n)) {
     std::fprintf(stderr, "rank %d: the first all-reduce failed: %s\n", rank,
                  chorusGetLastError(comm));
@@ -81,14 +94,16 @@ int main(int argc, char** argv) {
   };
   for (int i = 0; i < 1000 && r == chorusSuccess; ++i)
     r = p2p ? exchange()
-            : chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr);
+            : chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm,
+                              nullptr);
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string why = chorusGetLastError(comm);
   std::printf("rank %d: %s after %.2f s: %s\n", rank, chorusGetErrorString(r), took, why.c_str());
   chorusCommAbort(comm);
   const bool ok = r != chorusSuccess && took < within && why.find("rank") != std::string::npos;
-  if (!ok) std::fprintf(stderr, "rank %d: expected an error naming a rank within %.0f s\n", rank, within);
+  if (!ok)
+    std::fprintf(stderr, "rank %d: expected an error naming a rank within %.0f s\n", rank, within);
   perf::launchFinalize();
   return ok ? 0 : 1;
 }

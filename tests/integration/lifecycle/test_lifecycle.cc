@@ -32,7 +32,8 @@ int countChorusShm() {
 template <class F>
 void onRanks(std::vector<chorusComm_t>& comms, F fn) {
   std::vector<std::thread> t;
-  for (size_t r = 0; r < comms.size(); ++r) t.emplace_back([&, r] { fn(static_cast<int>(r), comms[r]); });
+  for (size_t r = 0; r < comms.size(); ++r)
+    t.emplace_back([&, r] { fn(static_cast<int>(r), comms[r]); });
   for (auto& x : t) x.join();
 }
 
@@ -43,7 +44,8 @@ std::vector<chorusComm_t> initWithTimeout(int n, int seconds) {
   onRanks(comms, [&](int r, chorusComm_t&) {
     chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
     cfg.timeoutSeconds = seconds;
-    EXPECT_EQ(chorusCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &cfg), chorusSuccess);
+    EXPECT_EQ(chorusCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &cfg),
+              chorusSuccess);
   });
   return comms;
 }
@@ -97,8 +99,8 @@ TEST(Lifecycle, AbortFromAnotherThreadUnblocksACollective) {
   std::atomic<chorusResult_t> result{chorusSuccess};
   std::vector<float> buf(1 << 20, 1.0f);
   std::thread blocked([&] {
-    result = chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusFloat32, chorusSum,
-                             comms[0], nullptr);
+    result = chorusAllReduce(buf.data(), buf.data(), buf.size(), chorusFloat32, chorusSum, comms[0],
+                             nullptr);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   auto t0 = Clock::now();
@@ -117,8 +119,8 @@ TEST(Lifecycle, MismatchedCountsAreReportedNotCorrupted) {
   std::vector<chorusResult_t> res(2);
   onRanks(comms, [&](int r, chorusComm_t c) {
     auto& v = r == 0 ? a : b;
-    res[static_cast<size_t>(r)] = chorusAllReduce(v.data(), v.data(), v.size(), chorusFloat32,
-                                                  chorusSum, c, nullptr);
+    res[static_cast<size_t>(r)] =
+        chorusAllReduce(v.data(), v.data(), v.size(), chorusFloat32, chorusSum, c, nullptr);
   });
   EXPECT_TRUE(res[0] != chorusSuccess || res[1] != chorusSuccess);
   bool named = false;
@@ -160,9 +162,9 @@ TEST(Lifecycle, SplitThenDestroyLeavesNothingBehind) {
   EXPECT_EQ(subs[3], nullptr);
   int size = 0, rank = -1;
   ASSERT_EQ(chorusCommCount(subs[0], &size), chorusSuccess);
-  EXPECT_EQ(size, 2);                       // ranks 0 and 2
+  EXPECT_EQ(size, 2);  // ranks 0 and 2
   ASSERT_EQ(chorusCommUserRank(subs[0], &rank), chorusSuccess);
-  EXPECT_EQ(rank, 1);                       // key -0 > key -2: rank 2 comes first
+  EXPECT_EQ(rank, 1);  // key -0 > key -2: rank 2 comes first
   onRanks(subs, [&](int r, chorusComm_t c) {
     if (!c) return;
     int v = r, out = -1;
@@ -186,9 +188,10 @@ TEST(Lifecycle, FinalizeWaitsForWorkQueuedOnStreams) {
     in[static_cast<size_t>(r)].assign(1 << 16, r + 1);
     ASSERT_EQ(chorusStreamCreate(&streams[static_cast<size_t>(r)]), chorusSuccess);
     for (int k = 0; k < 4; ++k)
-      ASSERT_EQ(chorusAllReduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
-                                1 << 16, chorusInt32, chorusSum, c, streams[static_cast<size_t>(r)]),
-                chorusSuccess);
+      ASSERT_EQ(
+          chorusAllReduce(in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(),
+                          1 << 16, chorusInt32, chorusSum, c, streams[static_cast<size_t>(r)]),
+          chorusSuccess);
     // No stream synchronize: finalize must wait for the queued work itself.
     EXPECT_EQ(chorusCommFinalize(c), chorusSuccess);
     for (int v : out[static_cast<size_t>(r)]) ASSERT_EQ(v, 6);

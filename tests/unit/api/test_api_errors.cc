@@ -26,16 +26,19 @@
 namespace {
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
   return s;
 }
 
 // The last error of comm (or of this thread for NULL) must be non-empty and name `word`.
-::testing::AssertionResult lastErrorNames(chorusComm_t comm, const std::vector<std::string>& words) {
+::testing::AssertionResult lastErrorNames(chorusComm_t comm,
+                                          const std::vector<std::string>& words) {
   const char* le = chorusGetLastError(comm);
   if (le == nullptr) return ::testing::AssertionFailure() << "chorusGetLastError returned NULL";
   const std::string s = lower(le);
-  if (s.empty()) return ::testing::AssertionFailure() << "chorusGetLastError is empty after an error";
+  if (s.empty())
+    return ::testing::AssertionFailure() << "chorusGetLastError is empty after an error";
   for (const std::string& w : words)
     if (s.find(lower(w)) != std::string::npos) return ::testing::AssertionSuccess();
   std::string want;
@@ -44,26 +47,25 @@ std::string lower(std::string s) {
                                        << ") = \"" << le << "\" does not name " << want;
 }
 
-#define EXPECT_RESULT(call, expected)                                                    \
-  do {                                                                                   \
-    chorusResult_t r_ = (call);                                                          \
-    EXPECT_EQ(r_, (expected)) << #call << " returned " << int(r_) << " ("                \
-                              << chorusGetErrorString(r_) << "), expected "             \
-                              << chorusGetErrorString(expected);                         \
+#define EXPECT_RESULT(call, expected)                                       \
+  do {                                                                      \
+    chorusResult_t r_ = (call);                                             \
+    EXPECT_EQ(r_, (expected)) << #call << " returned " << int(r_) << " ("   \
+                              << chorusGetErrorString(r_) << "), expected " \
+                              << chorusGetErrorString(expected);            \
   } while (0)
 
 // A call that must be rejected as chorusInvalidArgument with a last error naming `word`.
-#define EXPECT_INVALID_ARG(comm, call, ...)                                              \
-  do {                                                                                   \
-    EXPECT_RESULT(call, chorusInvalidArgument);                                          \
-    EXPECT_TRUE(lastErrorNames((comm), {__VA_ARGS__})) << "after " << #call;             \
+#define EXPECT_INVALID_ARG(comm, call, ...)                                  \
+  do {                                                                       \
+    EXPECT_RESULT(call, chorusInvalidArgument);                              \
+    EXPECT_TRUE(lastErrorNames((comm), {__VA_ARGS__})) << "after " << #call; \
   } while (0)
 
 class OneRank : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(chorusCommInitAll(&comm_, 1, nullptr), chorusSuccess)
-        << chorusGetLastError(nullptr);
+    ASSERT_EQ(chorusCommInitAll(&comm_, 1, nullptr), chorusSuccess) << chorusGetLastError(nullptr);
     ASSERT_NE(comm_, nullptr);
   }
   void TearDown() override {
@@ -115,9 +117,7 @@ TEST(ApiErrorString, EveryResultHasAString) {
   }
 }
 
-TEST(ApiLastError, NeverNull) {
-  EXPECT_NE(chorusGetLastError(nullptr), nullptr);
-}
+TEST(ApiLastError, NeverNull) { EXPECT_NE(chorusGetLastError(nullptr), nullptr); }
 
 // ---------------------------------------------------------------------------------------
 // NULL communicator
@@ -128,11 +128,14 @@ TEST(ApiNullComm, EveryCallRejectsIt) {
   int x = 0;
   chorusResult_t ae;
   chorusComm_t nc = nullptr;
-  EXPECT_INVALID_ARG(nullptr, chorusAllReduce(a, b, 4, chorusFloat32, chorusSum, nullptr, nullptr), "comm");
+  EXPECT_INVALID_ARG(nullptr, chorusAllReduce(a, b, 4, chorusFloat32, chorusSum, nullptr, nullptr),
+                     "comm");
   EXPECT_INVALID_ARG(nullptr, chorusBroadcast(a, b, 4, chorusFloat32, 0, nullptr, nullptr), "comm");
-  EXPECT_INVALID_ARG(nullptr, chorusReduce(a, b, 4, chorusFloat32, chorusSum, 0, nullptr, nullptr), "comm");
+  EXPECT_INVALID_ARG(nullptr, chorusReduce(a, b, 4, chorusFloat32, chorusSum, 0, nullptr, nullptr),
+                     "comm");
   EXPECT_INVALID_ARG(nullptr, chorusAllGather(a, b, 4, chorusFloat32, nullptr, nullptr), "comm");
-  EXPECT_INVALID_ARG(nullptr, chorusReduceScatter(a, b, 4, chorusFloat32, chorusSum, nullptr, nullptr), "comm");
+  EXPECT_INVALID_ARG(
+      nullptr, chorusReduceScatter(a, b, 4, chorusFloat32, chorusSum, nullptr, nullptr), "comm");
   EXPECT_INVALID_ARG(nullptr, chorusScatter(a, b, 4, chorusFloat32, 0, nullptr, nullptr), "comm");
   EXPECT_INVALID_ARG(nullptr, chorusGather(a, b, 4, chorusFloat32, 0, nullptr, nullptr), "comm");
   EXPECT_INVALID_ARG(nullptr, chorusAllToAll(a, b, 4, chorusFloat32, nullptr, nullptr), "comm");
@@ -145,7 +148,10 @@ TEST(ApiNullComm, EveryCallRejectsIt) {
   EXPECT_INVALID_ARG(nullptr, chorusCommSplit(nullptr, 0, 0, &nc, nullptr), "comm");
   chorusRedOp_t op;
   float two = 2.0f;
-  EXPECT_INVALID_ARG(nullptr, chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarHostImmediate, nullptr), "comm");
+  EXPECT_INVALID_ARG(
+      nullptr,
+      chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarHostImmediate, nullptr),
+      "comm");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -153,22 +159,40 @@ TEST(ApiNullComm, EveryCallRejectsIt) {
 // ---------------------------------------------------------------------------------------
 
 TEST_F(OneRank, NullBuffersWithCountAreRejected) {
-  EXPECT_INVALID_ARG(comm_, chorusAllReduce(nullptr, b_, 4, chorusFloat32, chorusSum, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, nullptr, 4, chorusFloat32, chorusSum, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusBroadcast(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusBroadcast(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusReduce(nullptr, b_, 4, chorusFloat32, chorusSum, 0, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusReduce(a_, nullptr, 4, chorusFloat32, chorusSum, 0, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusAllGather(nullptr, b_, 4, chorusFloat32, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusAllGather(a_, nullptr, 4, chorusFloat32, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusReduceScatter(nullptr, b_, 4, chorusFloat32, chorusSum, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, nullptr, 4, chorusFloat32, chorusSum, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusScatter(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusScatter(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusGather(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusGather(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr), "recvbuff");
-  EXPECT_INVALID_ARG(comm_, chorusAllToAll(nullptr, b_, 4, chorusFloat32, comm_, nullptr), "sendbuff");
-  EXPECT_INVALID_ARG(comm_, chorusAllToAll(a_, nullptr, 4, chorusFloat32, comm_, nullptr), "recvbuff");
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(nullptr, b_, 4, chorusFloat32, chorusSum, comm_, nullptr), "sendbuff");
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(a_, nullptr, 4, chorusFloat32, chorusSum, comm_, nullptr), "recvbuff");
+  EXPECT_INVALID_ARG(comm_, chorusBroadcast(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_, chorusBroadcast(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr),
+                     "recvbuff");
+  EXPECT_INVALID_ARG(
+      comm_, chorusReduce(nullptr, b_, 4, chorusFloat32, chorusSum, 0, comm_, nullptr), "sendbuff");
+  EXPECT_INVALID_ARG(
+      comm_, chorusReduce(a_, nullptr, 4, chorusFloat32, chorusSum, 0, comm_, nullptr), "recvbuff");
+  EXPECT_INVALID_ARG(comm_, chorusAllGather(nullptr, b_, 4, chorusFloat32, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_, chorusAllGather(a_, nullptr, 4, chorusFloat32, comm_, nullptr),
+                     "recvbuff");
+  EXPECT_INVALID_ARG(comm_,
+                     chorusReduceScatter(nullptr, b_, 4, chorusFloat32, chorusSum, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_,
+                     chorusReduceScatter(a_, nullptr, 4, chorusFloat32, chorusSum, comm_, nullptr),
+                     "recvbuff");
+  EXPECT_INVALID_ARG(comm_, chorusScatter(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_, chorusScatter(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr),
+                     "recvbuff");
+  EXPECT_INVALID_ARG(comm_, chorusGather(nullptr, b_, 4, chorusFloat32, 0, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_, chorusGather(a_, nullptr, 4, chorusFloat32, 0, comm_, nullptr),
+                     "recvbuff");
+  EXPECT_INVALID_ARG(comm_, chorusAllToAll(nullptr, b_, 4, chorusFloat32, comm_, nullptr),
+                     "sendbuff");
+  EXPECT_INVALID_ARG(comm_, chorusAllToAll(a_, nullptr, 4, chorusFloat32, comm_, nullptr),
+                     "recvbuff");
   EXPECT_INVALID_ARG(comm_, chorusSend(nullptr, 4, chorusFloat32, 0, comm_, nullptr), "sendbuff");
   EXPECT_INVALID_ARG(comm_, chorusRecv(nullptr, 4, chorusFloat32, 0, comm_, nullptr), "recvbuff");
 }
@@ -177,11 +201,14 @@ TEST_F(OneRank, BadDatatypeIsRejected) {
   for (int t : {int(chorusNumTypes), -1, 11, 1000, INT_MAX}) {
     const chorusDataType_t dt = chorusDataType_t(t);
     SCOPED_TRACE("datatype " + std::to_string(t));
-    EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, 4, dt, chorusSum, comm_, nullptr), "datatype");
+    EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, 4, dt, chorusSum, comm_, nullptr),
+                       "datatype");
     EXPECT_INVALID_ARG(comm_, chorusBroadcast(a_, b_, 4, dt, 0, comm_, nullptr), "datatype");
-    EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, 4, dt, chorusSum, 0, comm_, nullptr), "datatype");
+    EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, 4, dt, chorusSum, 0, comm_, nullptr),
+                       "datatype");
     EXPECT_INVALID_ARG(comm_, chorusAllGather(a_, b_, 4, dt, comm_, nullptr), "datatype");
-    EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, b_, 4, dt, chorusSum, comm_, nullptr), "datatype");
+    EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, b_, 4, dt, chorusSum, comm_, nullptr),
+                       "datatype");
     EXPECT_INVALID_ARG(comm_, chorusScatter(a_, b_, 4, dt, 0, comm_, nullptr), "datatype");
     EXPECT_INVALID_ARG(comm_, chorusGather(a_, b_, 4, dt, 0, comm_, nullptr), "datatype");
     EXPECT_INVALID_ARG(comm_, chorusAllToAll(a_, b_, 4, dt, comm_, nullptr), "datatype");
@@ -196,7 +223,8 @@ TEST_F(OneRank, BadOpIsRejected) {
     SCOPED_TRACE("op " + std::to_string(o));
     EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, 4, chorusInt32, op, comm_, nullptr), "op");
     EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, 4, chorusInt32, op, 0, comm_, nullptr), "op");
-    EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, b_, 4, chorusInt32, op, comm_, nullptr), "op");
+    EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, b_, 4, chorusInt32, op, comm_, nullptr),
+                       "op");
   }
 }
 
@@ -204,7 +232,8 @@ TEST_F(OneRank, RootOutOfRangeIsRejected) {
   for (int root : {1, 2, -1, INT_MAX, INT_MIN}) {
     SCOPED_TRACE("root " + std::to_string(root));
     EXPECT_INVALID_ARG(comm_, chorusBroadcast(a_, b_, 4, chorusInt8, root, comm_, nullptr), "root");
-    EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, 4, chorusInt8, chorusSum, root, comm_, nullptr), "root");
+    EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, 4, chorusInt8, chorusSum, root, comm_, nullptr),
+                       "root");
     EXPECT_INVALID_ARG(comm_, chorusScatter(a_, b_, 4, chorusInt8, root, comm_, nullptr), "root");
     EXPECT_INVALID_ARG(comm_, chorusGather(a_, b_, 4, chorusInt8, root, comm_, nullptr), "root");
   }
@@ -226,14 +255,24 @@ TEST_F(OneRank, PeerOutOfRangeIsRejected) {
 }
 
 TEST_F(OneRank, CountTimesSizeOverflowIsRejected) {
-  EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, SIZE_MAX, chorusInt32, chorusSum, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, SIZE_MAX / 2, chorusFloat64, chorusSum, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusBroadcast(a_, b_, SIZE_MAX / 4 + 1, chorusFloat32, 0, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusReduce(a_, b_, SIZE_MAX, chorusInt64, chorusMax, 0, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusAllGather(a_, b_, SIZE_MAX / 2 + 1, chorusFloat16, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusReduceScatter(a_, b_, SIZE_MAX, chorusBfloat16, chorusSum, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusScatter(a_, b_, SIZE_MAX / 8 + 1, chorusUint64, 0, comm_, nullptr), "count");
-  EXPECT_INVALID_ARG(comm_, chorusGather(a_, b_, SIZE_MAX / 8 + 1, chorusInt64, 0, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(a_, b_, SIZE_MAX, chorusInt32, chorusSum, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(a_, b_, SIZE_MAX / 2, chorusFloat64, chorusSum, comm_, nullptr),
+      "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusBroadcast(a_, b_, SIZE_MAX / 4 + 1, chorusFloat32, 0, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusReduce(a_, b_, SIZE_MAX, chorusInt64, chorusMax, 0, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllGather(a_, b_, SIZE_MAX / 2 + 1, chorusFloat16, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusReduceScatter(a_, b_, SIZE_MAX, chorusBfloat16, chorusSum, comm_, nullptr),
+      "count");
+  EXPECT_INVALID_ARG(
+      comm_, chorusScatter(a_, b_, SIZE_MAX / 8 + 1, chorusUint64, 0, comm_, nullptr), "count");
+  EXPECT_INVALID_ARG(comm_, chorusGather(a_, b_, SIZE_MAX / 8 + 1, chorusInt64, 0, comm_, nullptr),
+                     "count");
   EXPECT_INVALID_ARG(comm_, chorusAllToAll(a_, b_, SIZE_MAX, chorusInt32, comm_, nullptr), "count");
   EXPECT_INVALID_ARG(comm_, chorusSend(a_, SIZE_MAX, chorusInt32, 0, comm_, nullptr), "count");
   EXPECT_INVALID_ARG(comm_, chorusRecv(b_, SIZE_MAX, chorusInt32, 0, comm_, nullptr), "count");
@@ -263,26 +302,37 @@ TEST_F(OneRank, SplitRejectsBadArguments) {
 TEST_F(OneRank, PreMulSumRejectsBadArguments) {
   chorusRedOp_t op;
   float two = 2.0f;
-  EXPECT_RESULT(chorusRedOpCreatePreMulSum(nullptr, &two, chorusFloat32, chorusScalarHostImmediate, comm_), chorusInvalidArgument);
-  EXPECT_INVALID_ARG(comm_, chorusRedOpCreatePreMulSum(&op, nullptr, chorusFloat32, chorusScalarHostImmediate, comm_), "scalar");
-  EXPECT_INVALID_ARG(comm_, chorusRedOpCreatePreMulSum(&op, &two, chorusDataType_t(chorusNumTypes), chorusScalarHostImmediate, comm_), "datatype");
+  EXPECT_RESULT(
+      chorusRedOpCreatePreMulSum(nullptr, &two, chorusFloat32, chorusScalarHostImmediate, comm_),
+      chorusInvalidArgument);
+  EXPECT_INVALID_ARG(
+      comm_,
+      chorusRedOpCreatePreMulSum(&op, nullptr, chorusFloat32, chorusScalarHostImmediate, comm_),
+      "scalar");
+  EXPECT_INVALID_ARG(comm_,
+                     chorusRedOpCreatePreMulSum(&op, &two, chorusDataType_t(chorusNumTypes),
+                                                chorusScalarHostImmediate, comm_),
+                     "datatype");
   {
     // Not a chorusScalarResidence_t at all: either code is acceptable, but not success.
-    chorusResult_t rr = chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarResidence_t(7), comm_);
+    chorusResult_t rr =
+        chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarResidence_t(7), comm_);
     EXPECT_TRUE(rr == chorusInvalidArgument || rr == chorusInvalidUsage)
         << "residence 7 returned " << chorusGetErrorString(rr);
     EXPECT_TRUE(lastErrorNames(comm_, {"residence", "scalar"}));
   }
   // chorusScalarDevice: "not supported on host-only builds".
   chorusRedOp_t dop = chorusSum;
-  chorusResult_t r = chorusRedOpCreatePreMulSum(&dop, &two, chorusFloat32, chorusScalarDevice, comm_);
+  chorusResult_t r =
+      chorusRedOpCreatePreMulSum(&dop, &two, chorusFloat32, chorusScalarDevice, comm_);
   EXPECT_TRUE(r == chorusInvalidUsage || r == chorusInvalidArgument)
       << "chorusScalarDevice on a host pointer returned " << chorusGetErrorString(r);
   if (r == chorusSuccess) chorusRedOpDestroy(dop, comm_);
   // Built-in ops cannot be destroyed; a created op only once.
   EXPECT_RESULT(chorusRedOpDestroy(chorusSum, comm_), chorusInvalidArgument);
   EXPECT_RESULT(chorusRedOpDestroy(chorusRedOp_t(12345), comm_), chorusInvalidArgument);
-  ASSERT_EQ(chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarHostImmediate, comm_), chorusSuccess);
+  ASSERT_EQ(chorusRedOpCreatePreMulSum(&op, &two, chorusFloat32, chorusScalarHostImmediate, comm_),
+            chorusSuccess);
   EXPECT_GE(int(op), int(chorusNumOps));
   // A PreMulSum op created for float32 used with another type.
   EXPECT_RESULT(chorusAllReduce(a_, b_, 4, chorusInt32, op, comm_, nullptr), chorusInvalidArgument);
@@ -323,7 +373,8 @@ TEST(ApiStream, RejectsNullArguments) {
   chorusStream_t s = nullptr;
   r = chorusStreamFromCuda(&dummy, &s);
   EXPECT_EQ(r, chorusInvalidUsage) << "host-only build: chorusStreamFromCuda must say "
-                                      "chorusInvalidUsage, got " << chorusGetErrorString(r);
+                                      "chorusInvalidUsage, got "
+                                   << chorusGetErrorString(r);
   EXPECT_NE(std::strlen(chorusGetLastError(nullptr)), 0u);
 }
 
@@ -351,8 +402,9 @@ TEST(ApiInit, InitRankRejectsBadRankAndSize) {
 class LaunchEnv : public ::testing::Test {
  protected:
   static constexpr const char* kVars[] = {
-      "CHORUS_RANK", "CHORUS_WORLD_SIZE", "RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-      "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"};
+      "CHORUS_RANK",          "CHORUS_WORLD_SIZE",    "RANK",     "WORLD_SIZE",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+      "SLURM_PROCID",         "SLURM_NTASKS"};
   void SetUp() override {
     for (const char* v : kVars) {
       const char* old = getenv(v);
@@ -362,8 +414,10 @@ class LaunchEnv : public ::testing::Test {
   }
   void TearDown() override {
     for (const Saved& v : saved_) {
-      if (v.set) setenv(v.name.c_str(), v.value.c_str(), 1);
-      else unsetenv(v.name.c_str());
+      if (v.set)
+        setenv(v.name.c_str(), v.value.c_str(), 1);
+      else
+        unsetenv(v.name.c_str());
     }
   }
   struct Saved {
@@ -422,9 +476,11 @@ TEST(ApiInit, GarbageUniqueIdIsRejected) {
   for (int fill : {0x00, 0xAB, 0xFF}) {
     SCOPED_TRACE("unique id filled with " + std::to_string(fill));
     std::memset(&id, fill, sizeof id);
-    EXPECT_INVALID_ARG(nullptr, chorusCommInitRank(&c, 1, id, 0), "unique", "commid", "magic", "id");
+    EXPECT_INVALID_ARG(nullptr, chorusCommInitRank(&c, 1, id, 0), "unique", "commid", "magic",
+                       "id");
     chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-    EXPECT_INVALID_ARG(nullptr, chorusCommInitRankConfig(&c, 2, id, 1, &cfg), "unique", "commid", "magic", "id");
+    EXPECT_INVALID_ARG(nullptr, chorusCommInitRankConfig(&c, 2, id, 1, &cfg), "unique", "commid",
+                       "magic", "id");
     EXPECT_EQ(c, nullptr);
   }
   // A real id with its magic bytes garbled.
@@ -510,9 +566,11 @@ TEST(ApiTwoRanks, GatherLikeSizeOverflowIsRejected) {
   unsigned char a[64], b[64];
   const size_t half = SIZE_MAX / 2 + 1;  // count fits, nranks * count bytes do not
   EXPECT_INVALID_ARG(comms[0], chorusAllGather(a, b, half, chorusInt8, comms[0], nullptr), "count");
-  EXPECT_INVALID_ARG(comms[0], chorusReduceScatter(a, b, half, chorusInt8, chorusSum, comms[0], nullptr), "count");
+  EXPECT_INVALID_ARG(
+      comms[0], chorusReduceScatter(a, b, half, chorusInt8, chorusSum, comms[0], nullptr), "count");
   EXPECT_INVALID_ARG(comms[0], chorusAllToAll(a, b, half, chorusInt8, comms[0], nullptr), "count");
-  EXPECT_INVALID_ARG(comms[0], chorusScatter(a, b, half, chorusInt8, 0, comms[0], nullptr), "count");
+  EXPECT_INVALID_ARG(comms[0], chorusScatter(a, b, half, chorusInt8, 0, comms[0], nullptr),
+                     "count");
   EXPECT_INVALID_ARG(comms[0], chorusGather(a, b, half, chorusInt8, 0, comms[0], nullptr), "count");
   EXPECT_INVALID_ARG(comms[0], chorusBroadcast(a, b, 4, chorusInt8, 2, comms[0], nullptr), "root");
   EXPECT_INVALID_ARG(comms[0], chorusSend(a, 4, chorusInt8, 2, comms[0], nullptr), "peer");
@@ -550,8 +608,19 @@ void* readOnlyPointer() {
 
 // Runs in the death-test child: exit 0 when the call is rejected as it should be,
 // 100 + result otherwise. A crash shows up as a signal.
-enum class BadCall { AllReduceSend, AllReduceRecv, BroadcastSend, AllGatherSend, ReduceScatterSend,
-                     AllToAllSend, ReduceSend, ScatterSend, GatherRecv, GroupSelfSend, ReadOnlyRecv };
+enum class BadCall {
+  AllReduceSend,
+  AllReduceRecv,
+  BroadcastSend,
+  AllGatherSend,
+  ReduceScatterSend,
+  AllToAllSend,
+  ReduceSend,
+  ScatterSend,
+  GatherRecv,
+  GroupSelfSend,
+  ReadOnlyRecv
+};
 
 [[noreturn]] void badPointerChild(BadCall which, int kind) {
   chorusComm_t comm = nullptr;
@@ -565,15 +634,33 @@ enum class BadCall { AllReduceSend, AllReduceRecv, BroadcastSend, AllGatherSend,
   chorusResult_t r = chorusSuccess;
   const size_t n = 1024;
   switch (which) {
-    case BadCall::AllReduceSend: r = chorusAllReduce(bad, good, n, chorusFloat32, chorusSum, comm, nullptr); break;
-    case BadCall::AllReduceRecv: r = chorusAllReduce(good, bad, n, chorusFloat32, chorusSum, comm, nullptr); break;
-    case BadCall::BroadcastSend: r = chorusBroadcast(bad, good, n, chorusFloat32, 0, comm, nullptr); break;
-    case BadCall::AllGatherSend: r = chorusAllGather(bad, good, n, chorusFloat32, comm, nullptr); break;
-    case BadCall::ReduceScatterSend: r = chorusReduceScatter(bad, good, n, chorusFloat32, chorusSum, comm, nullptr); break;
-    case BadCall::AllToAllSend: r = chorusAllToAll(bad, good, n, chorusFloat32, comm, nullptr); break;
-    case BadCall::ReduceSend: r = chorusReduce(bad, good, n, chorusFloat32, chorusMax, 0, comm, nullptr); break;
-    case BadCall::ScatterSend: r = chorusScatter(bad, good, n, chorusFloat32, 0, comm, nullptr); break;
-    case BadCall::GatherRecv: r = chorusGather(good, bad, n, chorusFloat32, 0, comm, nullptr); break;
+    case BadCall::AllReduceSend:
+      r = chorusAllReduce(bad, good, n, chorusFloat32, chorusSum, comm, nullptr);
+      break;
+    case BadCall::AllReduceRecv:
+      r = chorusAllReduce(good, bad, n, chorusFloat32, chorusSum, comm, nullptr);
+      break;
+    case BadCall::BroadcastSend:
+      r = chorusBroadcast(bad, good, n, chorusFloat32, 0, comm, nullptr);
+      break;
+    case BadCall::AllGatherSend:
+      r = chorusAllGather(bad, good, n, chorusFloat32, comm, nullptr);
+      break;
+    case BadCall::ReduceScatterSend:
+      r = chorusReduceScatter(bad, good, n, chorusFloat32, chorusSum, comm, nullptr);
+      break;
+    case BadCall::AllToAllSend:
+      r = chorusAllToAll(bad, good, n, chorusFloat32, comm, nullptr);
+      break;
+    case BadCall::ReduceSend:
+      r = chorusReduce(bad, good, n, chorusFloat32, chorusMax, 0, comm, nullptr);
+      break;
+    case BadCall::ScatterSend:
+      r = chorusScatter(bad, good, n, chorusFloat32, 0, comm, nullptr);
+      break;
+    case BadCall::GatherRecv:
+      r = chorusGather(good, bad, n, chorusFloat32, 0, comm, nullptr);
+      break;
     case BadCall::GroupSelfSend: {
       chorusResult_t a = chorusGroupStart();
       chorusResult_t s = chorusSend(bad, n, chorusFloat32, 0, comm, nullptr);
@@ -582,7 +669,9 @@ enum class BadCall { AllReduceSend, AllReduceRecv, BroadcastSend, AllGatherSend,
       r = a != chorusSuccess ? a : s != chorusSuccess ? s : v != chorusSuccess ? v : e;
       break;
     }
-    case BadCall::ReadOnlyRecv: r = chorusAllReduce(good, bad, n, chorusFloat32, chorusSum, comm, nullptr); break;
+    case BadCall::ReadOnlyRecv:
+      r = chorusAllReduce(good, bad, n, chorusFloat32, chorusSum, comm, nullptr);
+      break;
   }
   const bool ok = (r == chorusInvalidArgument || r == chorusInvalidUsage) &&
                   std::strlen(chorusGetLastError(comm)) > 0;
@@ -598,8 +687,7 @@ TEST_P(ApiBadPointer, IsAnErrorNotACrash) {
   const BadCall which = std::get<0>(GetParam());
   // 0: (void*)0x10, 1: unmapped region, 2: read-only, 3: mapped without access
   const int kind = std::get<1>(GetParam());
-  EXPECT_EXIT({ badPointerChild(which, kind); },
-      ::testing::ExitedWithCode(0), "")
+  EXPECT_EXIT({ badPointerChild(which, kind); }, ::testing::ExitedWithCode(0), "")
       << "exit 100+N: the call returned result N instead of chorusInvalidArgument/"
          "chorusInvalidUsage (or left no last error); a signal: it crashed";
 }

@@ -54,18 +54,21 @@ TEST_P(BootstrapSizes, InitAllGatherBarrier) {
       }
       for (int o = 0; o < n; ++o)
         for (size_t i = 0; i < bytes; ++i)
-          if (buf[static_cast<size_t>(o) * bytes + i] != pattern(o, i, bytes)) ++bad[static_cast<size_t>(r)];
+          if (buf[static_cast<size_t>(o) * bytes + i] != pattern(o, i, bytes))
+            ++bad[static_cast<size_t>(r)];
     }
     // Barrier: nobody leaves before everybody arrived.
     arrived.fetch_add(1);
     agRes[static_cast<size_t>(r)] = b->barrier();
     seenAfterBarrier[static_cast<size_t>(r)] = arrived.load();
-    if (agRes[static_cast<size_t>(r)] == chorusSuccess) agRes[static_cast<size_t>(r)] = b->barrier();
+    if (agRes[static_cast<size_t>(r)] == chorusSuccess)
+      agRes[static_cast<size_t>(r)] = b->barrier();
   });
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(agRes[static_cast<size_t>(r)], chorusSuccess) << "rank " << r;
     EXPECT_EQ(bad[static_cast<size_t>(r)], 0) << "rank " << r << " saw wrong bytes";
-    EXPECT_EQ(seenAfterBarrier[static_cast<size_t>(r)], n) << "rank " << r << " left the barrier early";
+    EXPECT_EQ(seenAfterBarrier[static_cast<size_t>(r)], n)
+        << "rank " << r << " left the barrier early";
   }
 }
 

@@ -76,7 +76,8 @@ struct Strangers {
   }
   // Every stranger gets disconnected (dropped, or the listener's owner went away).
   void expectAllDropped(double seconds) {
-    for (int fd : fds) EXPECT_TRUE(waitClosed(fd, seconds)) << "stranger fd " << fd << " still open";
+    for (int fd : fds)
+      EXPECT_TRUE(waitClosed(fd, seconds)) << "stranger fd " << fd << " still open";
   }
   ~Strangers() {
     for (int fd : fds) ::close(fd);
@@ -140,8 +141,8 @@ TEST(BootstrapFaults, StrangersAtARank) {
   runRanks(2, [&](int r) {
     comms[static_cast<size_t>(r)]->setDeadline(monotonicNs() + 10 * kSec);
     int v = 4242;
-    out[static_cast<size_t>(r)] = r == 1 ? comms[1]->send(0, 1, &v, sizeof(v))
-                                         : comms[0]->recv(1, 1, &got, sizeof(got));
+    out[static_cast<size_t>(r)] =
+        r == 1 ? comms[1]->send(0, 1, &v, sizeof(v)) : comms[0]->recv(1, 1, &got, sizeof(got));
   });
   EXPECT_EQ(out[0], chorusSuccess);
   EXPECT_EQ(out[1], chorusSuccess);

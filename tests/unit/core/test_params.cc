@@ -31,8 +31,8 @@ TEST(Params, EveryParamIsDocumentedWithItsDefault) {
     // Each parameter has a table row: | `NAME` | `default` | ...
     std::string row = std::string("| `") + table[i].name + "` | `" + table[i].defaultValue + "` |";
     std::string emptyRow = std::string("| `") + table[i].name + "` | (empty) |";
-    EXPECT_TRUE(doc.find(row) != std::string::npos || (table[i].defaultValue[0] == '\0' &&
-                                                        doc.find(emptyRow) != std::string::npos))
+    EXPECT_TRUE(doc.find(row) != std::string::npos ||
+                (table[i].defaultValue[0] == '\0' && doc.find(emptyRow) != std::string::npos))
         << "docs/ENV.md lacks the row for " << table[i].name << " with default '"
         << table[i].defaultValue << "'";
   }

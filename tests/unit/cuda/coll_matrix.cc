@@ -13,12 +13,34 @@
 namespace collmatrix {
 namespace {
 
-enum class C { AllReduce, Reduce, ReduceScatter, Broadcast, AllGather, Scatter, Gather, AllToAll,
-               SendRecv, Barrier, AllReduceInPlace, AllGatherInPlace, ReduceScatterInPlace };
+enum class C {
+  AllReduce,
+  Reduce,
+  ReduceScatter,
+  Broadcast,
+  AllGather,
+  Scatter,
+  Gather,
+  AllToAll,
+  SendRecv,
+  Barrier,
+  AllReduceInPlace,
+  AllGatherInPlace,
+  ReduceScatterInPlace
+};
 const char* name(C c) {
-  static const char* n[] = {"all_reduce", "reduce", "reduce_scatter", "broadcast", "all_gather",
-                            "scatter", "gather", "all_to_all", "send_recv", "barrier",
-                            "all_reduce(in place)", "all_gather(in place)",
+  static const char* n[] = {"all_reduce",
+                            "reduce",
+                            "reduce_scatter",
+                            "broadcast",
+                            "all_gather",
+                            "scatter",
+                            "gather",
+                            "all_to_all",
+                            "send_recv",
+                            "barrier",
+                            "all_reduce(in place)",
+                            "all_gather(in place)",
                             "reduce_scatter(in place)"};
   return n[static_cast<int>(c)];
 }
@@ -31,15 +53,51 @@ double gen(int r, int b, size_t i, chorusRedOp_t op) {
 
 void put(chorusDataType_t t, double v, unsigned char* p) {
   switch (t) {
-    case chorusInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(p, &x, 1); break; }
-    case chorusUint8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, 1); break; }
-    case chorusInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case chorusUint32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-    case chorusInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-    case chorusUint64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-    case chorusFloat16: { uint16_t x = ref::doubleToHalf(v); std::memcpy(p, &x, 2); break; }
-    case chorusBfloat16: { uint16_t x = ref::doubleToBf16(v); std::memcpy(p, &x, 2); break; }
-    case chorusFloat32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    case chorusInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case chorusUint8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case chorusInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case chorusUint32: {
+      uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case chorusInt64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case chorusUint64: {
+      uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case chorusFloat16: {
+      uint16_t x = ref::doubleToHalf(v);
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case chorusBfloat16: {
+      uint16_t x = ref::doubleToBf16(v);
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case chorusFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
     case chorusFloat64: std::memcpy(p, &v, 8); break;
     default: break;
   }
@@ -47,16 +105,56 @@ void put(chorusDataType_t t, double v, unsigned char* p) {
 
 double get(chorusDataType_t t, const unsigned char* p) {
   switch (t) {
-    case chorusInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case chorusUint8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case chorusInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case chorusUint32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case chorusInt64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case chorusUint64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case chorusFloat16: { uint16_t x; std::memcpy(&x, p, 2); return ref::halfToDouble(x); }
-    case chorusBfloat16: { uint16_t x; std::memcpy(&x, p, 2); return ref::bf16ToDouble(x); }
-    case chorusFloat32: { float x; std::memcpy(&x, p, 4); return x; }
-    case chorusFloat64: { double x; std::memcpy(&x, p, 8); return x; }
+    case chorusInt8: {
+      int8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case chorusUint8: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case chorusInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case chorusUint32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case chorusInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case chorusUint64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case chorusFloat16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return ref::halfToDouble(x);
+    }
+    case chorusBfloat16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return ref::bf16ToDouble(x);
+    }
+    case chorusFloat32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case chorusFloat64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
     default: return NAN;
   }
 }
@@ -81,7 +179,9 @@ double reduced(int n, int b, size_t i, chorusRedOp_t op, chorusDataType_t t) {
 
 bool close(chorusDataType_t t, chorusRedOp_t op, double got, double want) {
   if (op != chorusAvg || !isFloat(t)) return got == want;
-  const double tol = (t == chorusFloat16 || t == chorusBfloat16) ? 2e-2 : t == chorusFloat32 ? 1e-5 : 1e-12;
+  const double tol = (t == chorusFloat16 || t == chorusBfloat16) ? 2e-2
+                     : t == chorusFloat32                        ? 1e-5
+                                                                 : 1e-12;
   return std::fabs(got - want) <= tol * std::fabs(want);
 }
 
@@ -124,7 +224,9 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
     const bool isRoot = rank == c.root;
     // Inputs: send blocks b = 0..nb-1 hold gen(rank, b, i).
     const int sendBlocks = (c.coll == C::ReduceScatter || c.coll == C::ReduceScatterInPlace ||
-                            c.coll == C::AllToAll || c.coll == C::Scatter) ? n : 1;
+                            c.coll == C::AllToAll || c.coll == C::Scatter)
+                               ? n
+                               : 1;
     for (int b = 0; b < sendBlocks; ++b)
       for (size_t i = 0; i < count; ++i) put(c.type, gen(rank, b, i, c.op), &hin[b * blk + i * e]);
     std::memset(hout.data(), 0xEE, maxBytes);
@@ -133,19 +235,22 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
     unsigned char* dr = static_cast<unsigned char*>(drecv);
     if (c.coll == C::AllReduceInPlace) ds = dr;
     if (c.coll == C::AllGatherInPlace) ds = dr + rank * blk;
-    if (c.coll == C::ReduceScatterInPlace) { ds = dr; }
+    if (c.coll == C::ReduceScatterInPlace) {
+      ds = dr;
+    }
     env.upload(ds, hin.data(), sendBlocks * blk, cs);
     chorusResult_t r = chorusSuccess;
     switch (c.coll) {
-      case C::AllReduce: case C::AllReduceInPlace:
-        r = chorusAllReduce(ds, dr, count, c.type, c.op, comm, s); break;
+      case C::AllReduce:
+      case C::AllReduceInPlace: r = chorusAllReduce(ds, dr, count, c.type, c.op, comm, s); break;
       case C::Reduce: r = chorusReduce(ds, dr, count, c.type, c.op, c.root, comm, s); break;
       case C::ReduceScatter: r = chorusReduceScatter(ds, dr, count, c.type, c.op, comm, s); break;
       case C::ReduceScatterInPlace:
-        r = chorusReduceScatter(ds, dr + rank * blk, count, c.type, c.op, comm, s); break;
+        r = chorusReduceScatter(ds, dr + rank * blk, count, c.type, c.op, comm, s);
+        break;
       case C::Broadcast: r = chorusBroadcast(ds, dr, count, c.type, c.root, comm, s); break;
-      case C::AllGather: case C::AllGatherInPlace:
-        r = chorusAllGather(ds, dr, count, c.type, comm, s); break;
+      case C::AllGather:
+      case C::AllGatherInPlace: r = chorusAllGather(ds, dr, count, c.type, comm, s); break;
       case C::Scatter: r = chorusScatter(ds, dr, count, c.type, c.root, comm, s); break;
       case C::Gather: r = chorusGather(ds, dr, count, c.type, c.root, comm, s); break;
       case C::AllToAll: r = chorusAllToAll(ds, dr, count, c.type, comm, s); break;
@@ -157,8 +262,10 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
         break;
       case C::Barrier: r = chorusBarrier(comm, s); break;
     }
-    const int outBlocks = (c.coll == C::AllGather || c.coll == C::AllGatherInPlace || c.coll == C::AllToAll ||
-                           (c.coll == C::Gather && isRoot)) ? n : 1;
+    const int outBlocks = (c.coll == C::AllGather || c.coll == C::AllGatherInPlace ||
+                           c.coll == C::AllToAll || (c.coll == C::Gather && isRoot))
+                              ? n
+                              : 1;
     unsigned char* outAt = c.coll == C::ReduceScatterInPlace ? dr + rank * blk : dr;
     env.download(hout.data(), outAt, outBlocks * blk, cs);
     chorusResult_t sy = chorusStreamSynchronize(s);
@@ -166,8 +273,8 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
     std::snprintf(what, sizeof what, "np %d rank %d %s type %d op %d root %d", n, rank,
                   name(c.coll), static_cast<int>(c.type), static_cast<int>(c.op), c.root);
     if (r != chorusSuccess || sy != chorusSuccess) {
-      ck.add(std::string(what) + ": call " + chorusGetErrorString(r) + ", sync " + chorusGetErrorString(sy) +
-             ": " + chorusGetLastError(comm));
+      ck.add(std::string(what) + ": call " + chorusGetErrorString(r) + ", sync " +
+             chorusGetErrorString(sy) + ": " + chorusGetLastError(comm));
       continue;
     }
     if (c.coll == C::Barrier) continue;
@@ -177,12 +284,15 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
       for (size_t i = 0; i < count; ++i) {
         double want = 0;
         switch (c.coll) {
-          case C::AllReduce: case C::AllReduceInPlace: case C::Reduce:
-            want = reduced(n, 0, i, c.op, c.type); break;
-          case C::ReduceScatter: case C::ReduceScatterInPlace:
-            want = reduced(n, rank, i, c.op, c.type); break;
+          case C::AllReduce:
+          case C::AllReduceInPlace:
+          case C::Reduce: want = reduced(n, 0, i, c.op, c.type); break;
+          case C::ReduceScatter:
+          case C::ReduceScatterInPlace: want = reduced(n, rank, i, c.op, c.type); break;
           case C::Broadcast: want = gen(c.root, 0, i, c.op); break;
-          case C::AllGather: case C::AllGatherInPlace: case C::Gather: want = gen(b, 0, i, c.op); break;
+          case C::AllGather:
+          case C::AllGatherInPlace:
+          case C::Gather: want = gen(b, 0, i, c.op); break;
           case C::Scatter: want = gen(c.root, rank, i, c.op); break;
           case C::AllToAll: want = gen(b, rank, i, c.op); break;
           case C::SendRecv: want = gen((rank + n - 1) % n, 0, i, c.op); break;
@@ -190,8 +300,9 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
         }
         const double got = get(c.type, &hout[b * blk + i * ref::size(c.type)]);
         if (!close(c.type, c.op, got, want) && wrong++ < 2)
-          ck.add(std::string(what) + ": block " + std::to_string(b) + " element " + std::to_string(i) +
-                 " is " + std::to_string(got) + ", want " + std::to_string(want));
+          ck.add(std::string(what) + ": block " + std::to_string(b) + " element " +
+                 std::to_string(i) + " is " + std::to_string(got) + ", want " +
+                 std::to_string(want));
       }
   }
   chorusStreamDestroy(s);
@@ -205,9 +316,9 @@ void rankMain(DeviceEnv& env, chorusComm_t comm, int rank, int n, const std::vec
 std::vector<std::string> run(DeviceEnv& env, const Options& opt) {
   std::vector<std::string> errs;
   Checker ck(&errs);
-  const chorusDataType_t allTypes[] = {chorusInt8, chorusUint8, chorusInt32, chorusUint32, chorusInt64,
-                                       chorusUint64, chorusFloat16, chorusFloat32, chorusFloat64,
-                                       chorusBfloat16};
+  const chorusDataType_t allTypes[] = {chorusInt8,    chorusUint8,   chorusInt32,   chorusUint32,
+                                       chorusInt64,   chorusUint64,  chorusFloat16, chorusFloat32,
+                                       chorusFloat64, chorusBfloat16};
   const chorusRedOp_t allOps[] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
   for (int n : opt.nranks) {
     std::vector<Case> cases;
@@ -227,7 +338,8 @@ std::vector<std::string> run(DeviceEnv& env, const Options& opt) {
 
     std::vector<chorusComm_t> comms(n);
     if (chorusCommInitAll(comms.data(), n, nullptr) != chorusSuccess) {
-      errs.push_back("chorusCommInitAll(" + std::to_string(n) + ") failed: " + chorusGetLastError(nullptr));
+      errs.push_back("chorusCommInitAll(" + std::to_string(n) +
+                     ") failed: " + chorusGetLastError(nullptr));
       continue;
     }
     std::vector<std::thread> threads;

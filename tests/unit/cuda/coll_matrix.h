@@ -31,7 +31,7 @@ class DeviceEnv {
 
 struct Options {
   std::vector<int> nranks{1, 2, 3, 4};
-  size_t count = 1000;      // elements per block
+  size_t count = 1000;  // elements per block
   bool allTypesAndOps = true;
 };
 

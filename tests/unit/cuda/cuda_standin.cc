@@ -26,8 +26,8 @@ struct CudaStandin::Event {
 
 CudaStandin::CudaStandin(size_t deviceBytes) : size_(deviceBytes) {
   void* r = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED || b == MAP_FAILED) {
     std::fprintf(stderr, "stand-in: cannot reserve %zu bytes\n", size_);
     std::abort();
@@ -178,7 +178,8 @@ bool CudaStandin::setDevice(int device, std::string* err) const {
   return false;
 }
 
-bool CudaStandin::hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr, std::string* err) const {
+bool CudaStandin::hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr,
+                                  std::string* err) const {
   void* p = std::aligned_alloc(4096, (bytes + 4095) & ~size_t{4095});
   if (!p) {
     if (err) *err = "stand-in cudaHostAlloc: out of memory";

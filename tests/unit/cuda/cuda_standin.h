@@ -60,7 +60,8 @@ class CudaStandin final : public chorus::cuda::Runtime {
   bool streamDevice(void* stream, int* device, std::string* err) const override;
   bool getDevice(int* device, std::string* err) const override;
   bool setDevice(int device, std::string* err) const override;
-  bool hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr, std::string* err) const override;
+  bool hostAllocMapped(size_t bytes, void** hostPtr, void** devPtr,
+                       std::string* err) const override;
   void hostFree(void* hostPtr) const override;
   bool memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                      size_t height, void* stream, std::string* err) const override;
@@ -86,7 +87,7 @@ class CudaStandin final : public chorus::cuda::Runtime {
   size_t size_ = 0;
   mutable std::mutex mutex_;
   size_t next_ = 0;
-  std::map<uintptr_t, size_t> allocs_;       // device allocations: start -> bytes
+  std::map<uintptr_t, size_t> allocs_;          // device allocations: start -> bytes
   mutable std::map<uintptr_t, size_t> pinned_;  // hostAllocMapped blocks: start -> bytes
   std::set<Stream*> streams_;
   std::atomic<int> delayUs_{0};

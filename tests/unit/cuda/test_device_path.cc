@@ -59,7 +59,10 @@ std::string joined(const std::vector<std::string>& v) {
 
 TEST(CudaPieces, LayoutOfEveryCollective) {
   // (coll, rank, root) -> blocks of send and recv, n = 4
-  struct Row { Coll c; int rank, root, send, recv; };
+  struct Row {
+    Coll c;
+    int rank, root, send, recv;
+  };
   const Row rows[] = {
       {Coll::AllReduce, 1, -1, 1, 1},     {Coll::Broadcast, 2, 2, 1, 1},
       {Coll::Broadcast, 1, 2, 0, 1},      {Coll::Reduce, 2, 2, 1, 1},
@@ -78,15 +81,18 @@ TEST(CudaPieces, LayoutOfEveryCollective) {
 }
 
 TEST(CudaPieces, SplitCoversEveryElementOnce) {
-  struct Row { size_t count, elem, piece; std::vector<size_t> want; };
+  struct Row {
+    size_t count, elem, piece;
+    std::vector<size_t> want;
+  };
   const Row rows[] = {
-      {0, 4, 1024, {0}},                 // count 0: one empty piece, the call still runs
-      {100, 4, 0, {100}},                // 0: no splitting
-      {256, 4, 1024, {256}},             // exactly one piece
-      {257, 4, 1024, {256, 1}},          // a remainder
+      {0, 4, 1024, {0}},         // count 0: one empty piece, the call still runs
+      {100, 4, 0, {100}},        // 0: no splitting
+      {256, 4, 1024, {256}},     // exactly one piece
+      {257, 4, 1024, {256, 1}},  // a remainder
       {1000, 8, 1024, {128, 128, 128, 128, 128, 128, 128, 104}},
       {10, 8, 3, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},  // piece smaller than an element: one element
-      {7, 2, 5, {2, 2, 2, 1}},           // rounded down to whole elements
+      {7, 2, 5, {2, 2, 2, 1}},                     // rounded down to whole elements
   };
   for (const Row& r : rows) {
     const auto p = cu::splitPieces(r.count, r.elem, r.piece);
@@ -112,7 +118,8 @@ TEST(CudaDevicePath, NoGpuIsRefusedWithTheReason) {
   chorusStream_t s = reinterpret_cast<chorusStream_t>(0x1);
   EXPECT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusInvalidUsage);
   EXPECT_EQ(s, nullptr);
-  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("no CUDA-capable device"), std::string::npos)
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("no CUDA-capable device"),
+            std::string::npos)
       << chorusGetLastError(nullptr);
 }
 
@@ -121,7 +128,8 @@ TEST(CudaDevicePath, ForeignCudaStreamIsRefused) {
   int notAStream = 0;
   chorusStream_t s = nullptr;
   EXPECT_EQ(cu::streamFromRuntime(rt, &notAStream, &s), chorusInvalidUsage);
-  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("not a usable CUDA stream"), std::string::npos);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("not a usable CUDA stream"),
+            std::string::npos);
 }
 
 // Pointer classification with injected attributes: the stand-in says which memory is
@@ -138,12 +146,15 @@ TEST(CudaDevicePath, ClassificationDecidesWhatIsAccepted) {
   std::vector<float> host(1024, 1.0f);
 
   EXPECT_EQ(chorusAllReduce(dev, dev, 1024, chorusFloat32, chorusSum, comm, s), chorusSuccess);
-  EXPECT_EQ(chorusAllReduce(host.data(), dev, 1024, chorusFloat32, chorusSum, comm, s), chorusSuccess);
-  EXPECT_EQ(chorusAllReduce(dev, host.data(), 1024, chorusFloat32, chorusSum, comm, s), chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(host.data(), dev, 1024, chorusFloat32, chorusSum, comm, s),
+            chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(dev, host.data(), 1024, chorusFloat32, chorusSum, comm, s),
+            chorusSuccess);
   EXPECT_EQ(chorusStreamSynchronize(s), chorusSuccess) << chorusGetLastError(nullptr);
 
   // Device memory on the NULL stream: the host path's checks refuse it, naming the cause.
-  const chorusResult_t r = chorusAllReduce(dev, host.data(), 1024, chorusFloat32, chorusSum, comm, nullptr);
+  const chorusResult_t r =
+      chorusAllReduce(dev, host.data(), 1024, chorusFloat32, chorusSum, comm, nullptr);
   EXPECT_EQ(r, chorusInvalidUsage);
   const std::string msg = chorusGetLastError(comm);
   EXPECT_NE(msg.find("not readable host memory"), std::string::npos) << msg;
@@ -151,11 +162,13 @@ TEST(CudaDevicePath, ClassificationDecidesWhatIsAccepted) {
 
   // A "device" address that no allocation covers is not device memory: refused.
   void* stray = static_cast<char*>(dev) + (4 << 20);
-  EXPECT_EQ(chorusAllReduce(stray, host.data(), 16, chorusFloat32, chorusSum, comm, s), chorusInvalidUsage);
+  EXPECT_EQ(chorusAllReduce(stray, host.data(), 16, chorusFloat32, chorusSum, comm, s),
+            chorusInvalidUsage);
   // What CUDA cannot classify at all is refused with CUDA's reason.
   rt.setNoGpu(true);
   EXPECT_EQ(chorusAllReduce(dev, dev, 16, chorusFloat32, chorusSum, comm, s), chorusInvalidUsage);
-  EXPECT_NE(std::string(chorusGetLastError(comm)).find("no CUDA-capable device"), std::string::npos);
+  EXPECT_NE(std::string(chorusGetLastError(comm)).find("no CUDA-capable device"),
+            std::string::npos);
   rt.setNoGpu(false);
 
   EXPECT_EQ(chorusStreamDestroy(s), chorusSuccess);
@@ -215,7 +228,9 @@ TEST(CudaDevicePath, OrderedWithTheUsersStream) {
     void* d = rt.deviceAlloc(n * 4);
     auto* view = static_cast<float*>(rt.hostView(d));
     std::vector<float> out(n, -1.0f);
-    rt.enqueue(cs, [=] { for (size_t i = 0; i < n; ++i) view[i] = float(r + 1) * float(i % 7); });
+    rt.enqueue(cs, [=] {
+      for (size_t i = 0; i < n; ++i) view[i] = float(r + 1) * float(i % 7);
+    });
     ASSERT_EQ(chorusAllReduce(d, d, n, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
     rt.enqueue(cs, [&out, view] { std::memcpy(out.data(), view, out.size() * 4); });
     ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess);
@@ -260,7 +275,8 @@ TEST(CudaDevicePath, HostBuffersOnACudaStream) {
     rt.enqueue(cs, [&, r] {
       for (size_t i = 0; i < n; ++i) in[i] = int32_t(i) * (r + 1), inout[i] = int32_t(i) + r;
     });
-    ASSERT_EQ(chorusAllReduce(in.data(), out, n, chorusInt32, chorusSum, comms[r], s), chorusSuccess);
+    ASSERT_EQ(chorusAllReduce(in.data(), out, n, chorusInt32, chorusSum, comms[r], s),
+              chorusSuccess);
     ASSERT_EQ(chorusAllReduce(inout.data(), inout.data(), n, chorusInt32, chorusMax, comms[r], s),
               chorusSuccess);
     std::vector<int32_t> seen(n);
@@ -302,7 +318,8 @@ TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
   EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("not writable"), std::string::npos)
       << chorusGetLastError(nullptr);
   std::vector<float> ok(1024, 2.0f);
-  EXPECT_EQ(chorusAllReduce(dev, ok.data(), 1024, chorusFloat32, chorusSum, comm, s), chorusSuccess);
+  EXPECT_EQ(chorusAllReduce(dev, ok.data(), 1024, chorusFloat32, chorusSum, comm, s),
+            chorusSuccess);
   EXPECT_EQ(chorusStreamSynchronize(s), chorusSuccess) << chorusGetLastError(nullptr);
   munmap(ro, len);
   EXPECT_EQ(chorusStreamDestroy(s), chorusSuccess);

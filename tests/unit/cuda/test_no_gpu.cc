@@ -72,12 +72,14 @@ TEST_F(NoGpu, DevicePointerIsRefused) {
   munmap(hole, len);
   static float host[256];
   for (void* dev : {reserved, hole}) {
-    EXPECT_EQ(chorusAllReduce(dev, host, 256, chorusFloat32, chorusSum, comm_, nullptr), chorusInvalidUsage);
+    EXPECT_EQ(chorusAllReduce(dev, host, 256, chorusFloat32, chorusSum, comm_, nullptr),
+              chorusInvalidUsage);
     std::string msg = chorusGetLastError(comm_);
     EXPECT_TRUE(has(msg, "sendbuff")) << msg;
     EXPECT_TRUE(has(msg, "no GPU can be used")) << msg;
     expectCause(msg);
-    EXPECT_EQ(chorusBroadcast(host, dev, 256, chorusFloat32, 0, comm_, nullptr), chorusInvalidUsage);
+    EXPECT_EQ(chorusBroadcast(host, dev, 256, chorusFloat32, 0, comm_, nullptr),
+              chorusInvalidUsage);
     msg = chorusGetLastError(comm_);
     EXPECT_TRUE(has(msg, "recvbuff")) << msg;
     expectCause(msg);
@@ -98,7 +100,8 @@ TEST_F(NoGpu, RawCudaStreamIsRefused) {
   for (uintptr_t h : {uintptr_t{1}, uintptr_t{2}, reinterpret_cast<uintptr_t>(fake)}) {
     const auto s = reinterpret_cast<chorusStream_t>(h);
     EXPECT_EQ(chorusAllReduce(a, b, 4, chorusFloat32, chorusSum, comm_, s), chorusInvalidUsage);
-    EXPECT_TRUE(has(chorusGetLastError(comm_), "chorusStreamFromCuda")) << chorusGetLastError(comm_);
+    EXPECT_TRUE(has(chorusGetLastError(comm_), "chorusStreamFromCuda"))
+        << chorusGetLastError(comm_);
     EXPECT_EQ(chorusStreamSynchronize(s), chorusInvalidUsage);
     EXPECT_EQ(chorusStreamDestroy(s), chorusInvalidUsage);
   }

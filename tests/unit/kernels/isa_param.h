@@ -32,9 +32,9 @@ inline std::string isaParamName(const ::testing::TestParamInfo<chorus::kernels::
 
 }  // namespace chorus_test
 
-#define CHORUS_INSTANTIATE_PER_ISA(Suite)                                                  \
-  INSTANTIATE_TEST_SUITE_P(Isa, Suite,                                                     \
-                           ::testing::Values(chorus::kernels::Isa::Baseline,               \
-                                             chorus::kernels::Isa::Avx2,                   \
-                                             chorus::kernels::Isa::Avx512),                \
-                           chorus_test::isaParamName)
+#define CHORUS_INSTANTIATE_PER_ISA(Suite)                                           \
+  INSTANTIATE_TEST_SUITE_P(                                                         \
+      Isa, Suite,                                                                   \
+      ::testing::Values(chorus::kernels::Isa::Baseline, chorus::kernels::Isa::Avx2, \
+                        chorus::kernels::Isa::Avx512),                              \
+      chorus_test::isaParamName)

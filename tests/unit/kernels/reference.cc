@@ -25,9 +25,12 @@ double decode(Fmt f, uint16_t v) {
   const int e = (v >> mantBits) & expMax;
   const int m = v & ((1 << mantBits) - 1);
   double r;
-  if (e == expMax) r = m ? std::nan("") : INFINITY;
-  else if (e == 0) r = std::ldexp(m, 1 - f.bias - mantBits);
-  else r = std::ldexp(m + (1 << mantBits), e - f.bias - mantBits);
+  if (e == expMax)
+    r = m ? std::nan("") : INFINITY;
+  else if (e == 0)
+    r = std::ldexp(m, 1 - f.bias - mantBits);
+  else
+    r = std::ldexp(m + (1 << mantBits), e - f.bias - mantBits);
   return neg ? -r : r;
 }
 
@@ -42,10 +45,10 @@ uint16_t encodeRounded(Fmt f, double x) {
   if (ax == 0) return sign;
   const int emin = 1 - f.bias, emax = f.bias;
   int e = std::ilogb(ax);
-  if (e < emin) e = emin;  // subnormal range: fixed quantum
+  if (e < emin) e = emin;                         // subnormal range: fixed quantum
   const double q = std::ldexp(ax, mantBits - e);  // exact: power-of-two scaling
-  double r = std::nearbyint(q);                    // default mode: nearest, ties to even
-  if (r == std::ldexp(1.0, f.p)) {                 // rounded up into the next binade
+  double r = std::nearbyint(q);                   // default mode: nearest, ties to even
+  if (r == std::ldexp(1.0, f.p)) {                // rounded up into the next binade
     r = std::ldexp(1.0, mantBits);
     ++e;
   }
@@ -126,9 +129,13 @@ uint16_t doubleToBf16(double x) { return encodeRounded(kBf16, x); }
 
 size_t size(chorusDataType_t t) {
   switch (t) {
-    case chorusInt8: case chorusUint8: return 1;
-    case chorusFloat16: case chorusBfloat16: return 2;
-    case chorusInt32: case chorusUint32: case chorusFloat32: return 4;
+    case chorusInt8:
+    case chorusUint8: return 1;
+    case chorusFloat16:
+    case chorusBfloat16: return 2;
+    case chorusInt32:
+    case chorusUint32:
+    case chorusFloat32: return 4;
     default: return 8;
   }
 }
@@ -177,9 +184,11 @@ Bits combine(chorusDataType_t t, ReduceKind k, Bits a, Bits b) {
     case chorusFloat32: return put(f32op(k, get<float>(a), get<float>(b)));
     case chorusFloat64: return put(f64op(k, get<double>(a), get<double>(b)));
     case chorusFloat16:  // widen exactly, one float operation, round to half
-      return doubleToHalf(f32op(k, halfToDouble(static_cast<uint16_t>(a)), halfToDouble(static_cast<uint16_t>(b))));
+      return doubleToHalf(
+          f32op(k, halfToDouble(static_cast<uint16_t>(a)), halfToDouble(static_cast<uint16_t>(b))));
     case chorusBfloat16:
-      return doubleToBf16(f32op(k, bf16ToDouble(static_cast<uint16_t>(a)), bf16ToDouble(static_cast<uint16_t>(b))));
+      return doubleToBf16(
+          f32op(k, bf16ToDouble(static_cast<uint16_t>(a)), bf16ToDouble(static_cast<uint16_t>(b))));
     default: return 0;
   }
 }
@@ -189,11 +198,14 @@ Bits divide(chorusDataType_t t, Bits a, int n) {
     case chorusInt8: return put(static_cast<int8_t>(get<int8_t>(a) / n));
     case chorusUint8: return put(static_cast<uint8_t>(get<uint8_t>(a) / static_cast<unsigned>(n)));
     case chorusInt32: return put(static_cast<int32_t>(static_cast<int64_t>(get<int32_t>(a)) / n));
-    case chorusUint32: return put(static_cast<uint32_t>(get<uint32_t>(a) / static_cast<uint32_t>(n)));
+    case chorusUint32:
+      return put(static_cast<uint32_t>(get<uint32_t>(a) / static_cast<uint32_t>(n)));
     case chorusInt64: return put(static_cast<int64_t>(get<int64_t>(a) / n));
-    case chorusUint64: return put(static_cast<uint64_t>(get<uint64_t>(a) / static_cast<uint64_t>(n)));
+    case chorusUint64:
+      return put(static_cast<uint64_t>(get<uint64_t>(a) / static_cast<uint64_t>(n)));
     case chorusFloat32: return put(static_cast<float>(static_cast<double>(get<float>(a)) / n));
-    case chorusFloat64: return put(static_cast<double>(static_cast<__float128>(get<double>(a)) / n));
+    case chorusFloat64:
+      return put(static_cast<double>(static_cast<__float128>(get<double>(a)) / n));
     case chorusFloat16:
       return doubleToHalf(static_cast<float>(halfToDouble(static_cast<uint16_t>(a)) / n));
     case chorusBfloat16:

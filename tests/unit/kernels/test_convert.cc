@@ -65,7 +65,8 @@ std::vector<float> bf16ProbeFloats() {
     for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
       v.push_back(floatOf((b << 16) | low));
   }
-  for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 997) v.push_back(floatOf(static_cast<uint32_t>(x)));
+  for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 997)
+    v.push_back(floatOf(static_cast<uint32_t>(x)));
   return v;
 }
 
@@ -111,8 +112,10 @@ TEST(KernelsScalar, HalfConversionsMatchReference) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float got = ck::halfToFloat(static_cast<uint16_t>(h));
     const double want = ref::halfToDouble(static_cast<uint16_t>(h));
-    if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << h;
-    else ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << h;
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(got)) << h;
+    else
+      ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << h;
   }
   for (float f : halfProbeFloats())
     expectHalfEq(ck::floatToHalf(f), ref::doubleToHalf(f), f, "reduce.h floatToHalf");
@@ -122,13 +125,17 @@ TEST(KernelsScalar, Bf16ConversionsMatchReference) {
   for (uint32_t b = 0; b < 0x10000; ++b) {
     const double want = ref::bf16ToDouble(static_cast<uint16_t>(b));
     const float got = ck::bf16ToFloat(static_cast<uint16_t>(b));
-    if (std::isnan(want)) ASSERT_TRUE(std::isnan(got));
-    else ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << b;
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(got));
+    else
+      ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << b;
   }
   for (float f : bf16ProbeFloats()) {
     const uint16_t got = ck::floatToBf16(f), want = ref::doubleToBf16(f);
-    if (std::isnan(f)) ASSERT_TRUE(std::isnan(ref::bf16ToDouble(got))) << bitsOf(f);
-    else ASSERT_EQ(got, want) << std::hexfloat << f;
+    if (std::isnan(f))
+      ASSERT_TRUE(std::isnan(ref::bf16ToDouble(got))) << bitsOf(f);
+    else
+      ASSERT_EQ(got, want) << std::hexfloat << f;
   }
 }
 
@@ -157,7 +164,8 @@ TEST_P(KernelsConvert, FloatToHalfRoundsToNearestEven) {
   ops().floatToHalf(out.data(), in.data(), in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     expectHalfEq(out[i], ref::doubleToHalf(in[i]), in[i], ops().name);
-    ASSERT_EQ(out[i], ck::floatToHalf(in[i])) << "vector vs scalar, bits 0x" << std::hex << bitsOf(in[i]);
+    ASSERT_EQ(out[i], ck::floatToHalf(in[i]))
+        << "vector vs scalar, bits 0x" << std::hex << bitsOf(in[i]);
   }
 }
 
@@ -194,15 +202,18 @@ TEST_P(KernelsConvert, SixteenBitSumsRoundTripAndTies) {
     spec.type = t;
     ops().reduce(spec, d.data(), a.data(), b.data(), a.size(), 0);
     for (uint32_t x = 0; x < 0x10000; ++x) {
-      if (ref::isNaN(t, x)) ASSERT_TRUE(ref::isNaN(t, d[x])) << x;
-      else ASSERT_EQ(d[x], x) << "type " << t << " value 0x" << std::hex << x;
+      if (ref::isNaN(t, x))
+        ASSERT_TRUE(ref::isNaN(t, d[x])) << x;
+      else
+        ASSERT_EQ(d[x], x) << "type " << t << " value 0x" << std::hex << x;
     }
     // Ties: b = half an ulp of a, same sign; the float sum is exact, so the 16-bit rounding
     // decides alone.
     size_t n = 0;
     const int mant = half ? 10 : 7;
     for (uint32_t x = 0; x < 0x10000; ++x) {
-      const double v = half ? ref::halfToDouble(static_cast<uint16_t>(x)) : ref::bf16ToDouble(static_cast<uint16_t>(x));
+      const double v = half ? ref::halfToDouble(static_cast<uint16_t>(x))
+                            : ref::bf16ToDouble(static_cast<uint16_t>(x));
       if (!std::isfinite(v) || v == 0) continue;
       const double tie = std::ldexp(1.0, std::ilogb(v) - mant - 1) * (v < 0 ? -1 : 1);
       const uint16_t tb = half ? ref::doubleToHalf(tie) : ref::doubleToBf16(tie);

@@ -25,7 +25,8 @@ const char* const kPicked = ck::selectIsa(std::getenv("CHORUS_KERNEL_ISA"));
 class KernelsCopy : public PerIsa {};
 
 TEST_P(KernelsCopy, OddSizesAndAlignments) {
-  const size_t kSizes[] = {0, 1, 7, 63, 64, 65, 255, 256, 257, 511, 1000, 4096 + 13, 65536 + 7, (1 << 20) + 3};
+  const size_t kSizes[] = {0,   1,   7,   63,   64,        65,        255,
+                           256, 257, 511, 1000, 4096 + 13, 65536 + 7, (1 << 20) + 3};
   std::mt19937 rng(7);
   for (size_t bytes : kSizes)
     for (size_t offS : {0, 1, 5, 8})
@@ -41,7 +42,8 @@ TEST_P(KernelsCopy, OddSizesAndAlignments) {
           ASSERT_EQ(std::memcmp(d, src.data() + offS, bytes), 0)
               << ops().name << " bytes=" << bytes << " offS=" << offS << " offD=" << offD
               << " streaming=" << streaming;
-          for (unsigned char* p = dst.data(); p < d; ++p) ASSERT_EQ(*p, 0x5a) << "byte before dst written";
+          for (unsigned char* p = dst.data(); p < d; ++p)
+            ASSERT_EQ(*p, 0x5a) << "byte before dst written";
           for (unsigned char* p = d + bytes; p < dst.data() + dst.size(); ++p)
             ASSERT_EQ(*p, 0x5a) << "byte after dst written, bytes=" << bytes << " offD=" << offD;
         }

@@ -23,12 +23,15 @@ bool haveGpu() {
 
 TEST(KernelsCuda, ArgumentChecksNeedNoDevice) {
   ck::ReduceSpec spec;  // float32 sum
-  EXPECT_EQ(ck::cudaReduce(spec, nullptr, nullptr, nullptr, 0, 0, nullptr), 0) << "count 0 is a no-op";
+  EXPECT_EQ(ck::cudaReduce(spec, nullptr, nullptr, nullptr, 0, 0, nullptr), 0)
+      << "count 0 is a no-op";
   // A pointer that is not float-aligned is refused before anything reaches a device.
   auto* odd = reinterpret_cast<void*>(uintptr_t{0x1001});
-  EXPECT_EQ(ck::cudaReduce(spec, odd, nullptr, odd, 4, 0, nullptr), static_cast<int>(cudaErrorInvalidValue));
+  EXPECT_EQ(ck::cudaReduce(spec, odd, nullptr, odd, 4, 0, nullptr),
+            static_cast<int>(cudaErrorInvalidValue));
   spec.type = static_cast<chorusDataType_t>(99);
-  EXPECT_EQ(ck::cudaReduce(spec, odd, nullptr, odd, 4, 0, nullptr), static_cast<int>(cudaErrorInvalidValue));
+  EXPECT_EQ(ck::cudaReduce(spec, odd, nullptr, odd, 4, 0, nullptr),
+            static_cast<int>(cudaErrorInvalidValue));
 }
 
 TEST(KernelsCuda, NoGpuGivesAnErrorNotACrash) {
@@ -42,8 +45,9 @@ TEST(KernelsCuda, NoGpuGivesAnErrorNotACrash) {
 
 TEST(KernelsCuda, MatchesHostKernels) {
   if (!haveGpu()) GTEST_SKIP() << "no GPU";
-  const chorusDataType_t types[] = {chorusInt8,  chorusUint8,   chorusInt32,   chorusUint32,  chorusInt64,
-                                    chorusUint64, chorusFloat16, chorusFloat32, chorusFloat64, chorusBfloat16};
+  const chorusDataType_t types[] = {chorusInt8,    chorusUint8,   chorusInt32,   chorusUint32,
+                                    chorusInt64,   chorusUint64,  chorusFloat16, chorusFloat32,
+                                    chorusFloat64, chorusBfloat16};
   std::mt19937_64 rng(5);
   const size_t n = 100003;
   for (chorusDataType_t t : types)
@@ -76,9 +80,9 @@ TEST(KernelsCuda, MatchesHostKernels) {
           ref::Bits g = 0, w = 0;
           std::memcpy(&g, got.data() + i * s, s);
           std::memcpy(&w, want.data() + i * s, s);
-          ASSERT_TRUE(ref::same(t, g, w)) << "type " << t << " kind " << k << " flags " << flags
-                                          << " i " << i << ": gpu " << ref::show(t, g)
-                                          << " host " << ref::show(t, w);
+          ASSERT_TRUE(ref::same(t, g, w))
+              << "type " << t << " kind " << k << " flags " << flags << " i " << i << ": gpu "
+              << ref::show(t, g) << " host " << ref::show(t, w);
         }
       }
 }

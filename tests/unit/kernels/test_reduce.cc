@@ -42,8 +42,8 @@ class Gen {
       default: {
         const Bits r = (Bits{rng_()} << 32) | rng_();
         if (pick == 0) return 0;
-        if (pick == 1) return ~Bits{0};                       // -1 / max unsigned
-        if (pick < 6) return r % 7;                           // small values
+        if (pick == 1) return ~Bits{0};  // -1 / max unsigned
+        if (pick < 6) return r % 7;      // small values
         return r;
       }
     }
@@ -59,9 +59,20 @@ class Gen {
   }
   Bits f32(uint32_t pick) {
     using L = std::numeric_limits<float>;
-    const float specials[] = {L::quiet_NaN(), -L::quiet_NaN(), L::infinity(), -L::infinity(),
-                              0.0f, -0.0f, L::denorm_min(), -L::denorm_min(), L::min() / 3,
-                              L::max(), -L::max(), L::min(), 1.0f, -1.0f};
+    const float specials[] = {L::quiet_NaN(),
+                              -L::quiet_NaN(),
+                              L::infinity(),
+                              -L::infinity(),
+                              0.0f,
+                              -0.0f,
+                              L::denorm_min(),
+                              -L::denorm_min(),
+                              L::min() / 3,
+                              L::max(),
+                              -L::max(),
+                              L::min(),
+                              1.0f,
+                              -1.0f};
     if (pick < 3) return put(specials[rng_() % (sizeof specials / sizeof *specials)]);
     if (pick < 5) return rng_();  // any pattern
     std::uniform_real_distribution<float> d(-100.0f, 100.0f);
@@ -69,9 +80,20 @@ class Gen {
   }
   Bits f64(uint32_t pick) {
     using L = std::numeric_limits<double>;
-    const double specials[] = {L::quiet_NaN(), -L::quiet_NaN(), L::infinity(), -L::infinity(),
-                               0.0, -0.0, L::denorm_min(), -L::denorm_min(), L::min() / 3,
-                               L::max(), -L::max(), L::min(), 1.0, -1.0};
+    const double specials[] = {L::quiet_NaN(),
+                               -L::quiet_NaN(),
+                               L::infinity(),
+                               -L::infinity(),
+                               0.0,
+                               -0.0,
+                               L::denorm_min(),
+                               -L::denorm_min(),
+                               L::min() / 3,
+                               L::max(),
+                               -L::max(),
+                               L::min(),
+                               1.0,
+                               -1.0};
     if (pick < 3) return put(specials[rng_() % (sizeof specials / sizeof *specials)]);
     if (pick < 5) return (Bits{rng_()} << 32) | rng_();
     std::uniform_real_distribution<double> d(-100.0, 100.0);
@@ -111,9 +133,9 @@ struct Buf {
 
 std::string describe(const Call& c, const char* isa) {
   std::string s = std::string(isa) + " type=" + std::to_string(c.type) +
-                  " kind=" + std::to_string(static_cast<int>(c.kind)) + " acc=" +
-                  std::to_string(c.hasAcc) + " pre=" + std::to_string(c.pre) + " post=" +
-                  std::to_string(c.post) + " stream=" + std::to_string(c.stream) +
+                  " kind=" + std::to_string(static_cast<int>(c.kind)) +
+                  " acc=" + std::to_string(c.hasAcc) + " pre=" + std::to_string(c.pre) +
+                  " post=" + std::to_string(c.post) + " stream=" + std::to_string(c.stream) +
                   " n=" + std::to_string(c.n) + " off=" + std::to_string(c.offD) + "/" +
                   std::to_string(c.offA) + "/" + std::to_string(c.offL) +
                   " alias=" + std::to_string(static_cast<int>(c.alias));
@@ -197,11 +219,11 @@ struct Mode {
 const Mode kModes[] = {
     {ck::ReduceKind::Sum, true, false, false},  {ck::ReduceKind::Prod, true, false, false},
     {ck::ReduceKind::Max, true, false, false},  {ck::ReduceKind::Min, true, false, false},
-    {ck::ReduceKind::Sum, true, true, false},   // pre-multiplied sum
-    {ck::ReduceKind::Sum, true, false, true},   // integer avg's last step
+    {ck::ReduceKind::Sum, true, true, false},  // pre-multiplied sum
+    {ck::ReduceKind::Sum, true, false, true},  // integer avg's last step
     {ck::ReduceKind::Sum, true, true, true},    {ck::ReduceKind::Max, true, false, true},
-    {ck::ReduceKind::Prod, true, true, false},  // unusual combination: scalar fallback
-    {ck::ReduceKind::Sum, false, false, false}, // first contribution: a copy
+    {ck::ReduceKind::Prod, true, true, false},   // unusual combination: scalar fallback
+    {ck::ReduceKind::Sum, false, false, false},  // first contribution: a copy
     {ck::ReduceKind::Sum, false, true, false},  {ck::ReduceKind::Sum, false, false, true},
     {ck::ReduceKind::Min, false, true, true},
 };
@@ -210,7 +232,8 @@ class KernelsReduce : public PerIsa {};
 
 // Every type x mode over lengths that straddle each register width and unroll step.
 TEST_P(KernelsReduce, AllTypesAllModesAllLengths) {
-  const size_t kLengths[] = {0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 1023, 4097};
+  const size_t kLengths[] = {0,  1,  2,  3,  7,   8,   15,  16,   17,  31,
+                             33, 63, 64, 65, 127, 129, 255, 1023, 4097};
   Gen gen(1);
   for (chorusDataType_t t : kTypes)
     for (const Mode& m : kModes)
@@ -233,7 +256,9 @@ TEST_P(KernelsReduce, UnalignedAndAliased) {
           for (Alias alias : {Alias::None, Alias::DstIsAcc, Alias::DstIsLocal}) {
             if (alias == Alias::DstIsAcc && !m.hasAcc) continue;
             // An aliased destination has its input's offset.
-            const size_t offD = alias == Alias::DstIsAcc ? o[1] : alias == Alias::DstIsLocal ? o[2] : o[0];
+            const size_t offD = alias == Alias::DstIsAcc     ? o[1]
+                                : alias == Alias::DstIsLocal ? o[2]
+                                                             : o[0];
             const bool stream = (o[0] + n) % 2 == 0;
             const Call c{t, m.kind, m.hasAcc, m.pre, m.post, stream, n, offD, o[1], o[2], alias};
             ASSERT_TRUE(check(ops(), c, gen));
@@ -243,7 +268,8 @@ TEST_P(KernelsReduce, UnalignedAndAliased) {
 // Streaming with destination offsets that make the aligned head 0..63 bytes long.
 TEST_P(KernelsReduce, StreamingHeadsAndTails) {
   Gen gen(3);
-  for (chorusDataType_t t : {chorusFloat32, chorusFloat16, chorusInt8, chorusFloat64, chorusBfloat16})
+  for (chorusDataType_t t :
+       {chorusFloat32, chorusFloat16, chorusInt8, chorusFloat64, chorusBfloat16})
     for (size_t offD = 0; offD < 64; offD += ref::size(t))
       for (size_t n : {size_t{300}, size_t{5000}}) {
         const Call c{t, ck::ReduceKind::Sum, true, false, false, true, n, offD, 3, 0, Alias::None};
@@ -267,25 +293,40 @@ TEST_P(KernelsReduce, SpecialValueSemantics) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (float x : run1(chorusFloat32, ck::ReduceKind::Max, nan, 1.0f)) EXPECT_TRUE(std::isnan(x));
   for (float x : run1(chorusFloat32, ck::ReduceKind::Max, 1.0f, nan)) EXPECT_TRUE(std::isnan(x));
-  for (float x : run1(chorusFloat32, ck::ReduceKind::Min, -INFINITY, nan)) EXPECT_TRUE(std::isnan(x));
-  for (float x : run1(chorusFloat32, ck::ReduceKind::Max, -0.0f, 0.0f)) EXPECT_FALSE(std::signbit(x));
-  for (float x : run1(chorusFloat32, ck::ReduceKind::Max, 0.0f, -0.0f)) EXPECT_FALSE(std::signbit(x));
-  for (float x : run1(chorusFloat32, ck::ReduceKind::Min, 0.0f, -0.0f)) EXPECT_TRUE(std::signbit(x));
+  for (float x : run1(chorusFloat32, ck::ReduceKind::Min, -INFINITY, nan))
+    EXPECT_TRUE(std::isnan(x));
+  for (float x : run1(chorusFloat32, ck::ReduceKind::Max, -0.0f, 0.0f))
+    EXPECT_FALSE(std::signbit(x));
+  for (float x : run1(chorusFloat32, ck::ReduceKind::Max, 0.0f, -0.0f))
+    EXPECT_FALSE(std::signbit(x));
+  for (float x : run1(chorusFloat32, ck::ReduceKind::Min, 0.0f, -0.0f))
+    EXPECT_TRUE(std::signbit(x));
   for (double x : run1(chorusFloat64, ck::ReduceKind::Min, -0.0, 0.0)) EXPECT_TRUE(std::signbit(x));
-  for (double x : run1(chorusFloat64, ck::ReduceKind::Max, 2.0, std::nan(""))) EXPECT_TRUE(std::isnan(x));
-  for (float x : run1(chorusFloat32, ck::ReduceKind::Sum, INFINITY, -INFINITY)) EXPECT_TRUE(std::isnan(x));
-  for (int32_t x : run1(chorusInt32, ck::ReduceKind::Sum, INT32_MAX, int32_t{1})) EXPECT_EQ(x, INT32_MIN);
-  for (int64_t x : run1(chorusInt64, ck::ReduceKind::Prod, INT64_MIN, int64_t{-1})) EXPECT_EQ(x, INT64_MIN);
-  for (int8_t x : run1(chorusInt8, ck::ReduceKind::Prod, int8_t{-128}, int8_t{-1})) EXPECT_EQ(x, -128);
-  for (uint8_t x : run1(chorusUint8, ck::ReduceKind::Max, uint8_t{200}, uint8_t{100})) EXPECT_EQ(x, 200);
-  for (int8_t x : run1(chorusInt8, ck::ReduceKind::Max, int8_t{-100}, int8_t{100})) EXPECT_EQ(x, 100);
+  for (double x : run1(chorusFloat64, ck::ReduceKind::Max, 2.0, std::nan("")))
+    EXPECT_TRUE(std::isnan(x));
+  for (float x : run1(chorusFloat32, ck::ReduceKind::Sum, INFINITY, -INFINITY))
+    EXPECT_TRUE(std::isnan(x));
+  for (int32_t x : run1(chorusInt32, ck::ReduceKind::Sum, INT32_MAX, int32_t{1}))
+    EXPECT_EQ(x, INT32_MIN);
+  for (int64_t x : run1(chorusInt64, ck::ReduceKind::Prod, INT64_MIN, int64_t{-1}))
+    EXPECT_EQ(x, INT64_MIN);
+  for (int8_t x : run1(chorusInt8, ck::ReduceKind::Prod, int8_t{-128}, int8_t{-1}))
+    EXPECT_EQ(x, -128);
+  for (uint8_t x : run1(chorusUint8, ck::ReduceKind::Max, uint8_t{200}, uint8_t{100}))
+    EXPECT_EQ(x, 200);
+  for (int8_t x : run1(chorusInt8, ck::ReduceKind::Max, int8_t{-100}, int8_t{100}))
+    EXPECT_EQ(x, 100);
   // float16: 65504 + 16 is exactly the overflow tie and must round to inf (even).
-  for (uint16_t x : run1(chorusFloat16, ck::ReduceKind::Sum, uint16_t{0x7bff}, uint16_t{0x4c00})) EXPECT_EQ(x, 0x7c00);
+  for (uint16_t x : run1(chorusFloat16, ck::ReduceKind::Sum, uint16_t{0x7bff}, uint16_t{0x4c00}))
+    EXPECT_EQ(x, 0x7c00);
   // float16 subnormal arithmetic: 2^-24 + 2^-24 = 2^-23.
-  for (uint16_t x : run1(chorusFloat16, ck::ReduceKind::Sum, uint16_t{1}, uint16_t{1})) EXPECT_EQ(x, 2);
+  for (uint16_t x : run1(chorusFloat16, ck::ReduceKind::Sum, uint16_t{1}, uint16_t{1}))
+    EXPECT_EQ(x, 2);
   // bfloat16 max with NaN and with signed zeros.
-  for (uint16_t x : run1(chorusBfloat16, ck::ReduceKind::Max, uint16_t{0x7fc0}, uint16_t{0x3f80})) EXPECT_TRUE(ref::isNaN(chorusBfloat16, x));
-  for (uint16_t x : run1(chorusBfloat16, ck::ReduceKind::Max, uint16_t{0x8000}, uint16_t{0x0000})) EXPECT_EQ(x, 0);
+  for (uint16_t x : run1(chorusBfloat16, ck::ReduceKind::Max, uint16_t{0x7fc0}, uint16_t{0x3f80}))
+    EXPECT_TRUE(ref::isNaN(chorusBfloat16, x));
+  for (uint16_t x : run1(chorusBfloat16, ck::ReduceKind::Max, uint16_t{0x8000}, uint16_t{0x0000}))
+    EXPECT_EQ(x, 0);
 }
 
 // Integer avg divides the wrapped sum with truncation toward zero, also when the divisor

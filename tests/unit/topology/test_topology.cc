@@ -98,12 +98,15 @@ TEST(TopoXml, TwoSocketsFourNumaEightGpusFourNics) {
   EXPECT_EQ(nic3->numa, 3);
 
   // Across sockets and between GPUs.
-  EXPECT_EQ(chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.nics, "0000:95:00.0")),
-            PciDistance::SYS);
-  EXPECT_EQ(chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.gpus, "0000:14:00.0")),
-            PciDistance::PIX);
-  EXPECT_EQ(chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.gpus, "0000:33:00.0")),
-            PciDistance::SYS);
+  EXPECT_EQ(
+      chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.nics, "0000:95:00.0")),
+      PciDistance::SYS);
+  EXPECT_EQ(
+      chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.gpus, "0000:14:00.0")),
+      PciDistance::PIX);
+  EXPECT_EQ(
+      chorus::topo::pciDistance(*byBus(h.gpus, "0000:13:00.0"), *byBus(h.gpus, "0000:33:00.0")),
+      PciDistance::SYS);
 
   // NUMA node -> NIC.
   const char* numaNic[] = {"0000:15:00.0", "0000:35:00.0", "0000:95:00.0", "0000:c1:00.0"};
@@ -136,8 +139,9 @@ TEST(TopoXml, TwoSocketsFourNumaEightGpusFourNics) {
 TEST(TopoXml, DescribeMentionsDevices) {
   const std::string d = chorus::topo::describe(load("two_socket_8gpu.xml"));
   EXPECT_NE(d.find("2 package(s), 4 NUMA node(s)"), std::string::npos) << d;
-  EXPECT_NE(d.find("gpu 0000:b3:00.0 [cuda6,nvml6] numa 3 package 1, closest NIC 0000:c1:00.0 (NODE)"),
-            std::string::npos)
+  EXPECT_NE(
+      d.find("gpu 0000:b3:00.0 [cuda6,nvml6] numa 3 package 1, closest NIC 0000:c1:00.0 (NODE)"),
+      std::string::npos)
       << d;
 }
 
@@ -198,12 +202,14 @@ TEST(TopoGraph, FourHostsTwoSocketsDoubleBinaryTree) {
   // Hosts (in order) hold [4 0] [5 1] [6 2] [7 3]. Tree 0: host positions 1..4, root the
   // host at position 4 (host 3), host 1 under it, hosts 0 and 2 under host 1; each host a
   // chain from its socket-0 rank.
-  expectTree(trees[0], 7,
-             {{4, {}}, {5, {}}, {6, {}}, {7, {}}, {5, {0}}, {7, {4, 6, 1}}, {5, {2}}, {-1, {5, 3}}});
+  expectTree(
+      trees[0], 7,
+      {{4, {}}, {5, {}}, {6, {}}, {7, {}}, {5, {0}}, {7, {4, 6, 1}}, {5, {2}}, {-1, {5, 3}}});
   // Tree 1: mirrored positions (host h at 4-h): host 0 is the root, host 2 under it, hosts 3
   // and 1 under host 2; chains reversed, so each host's socket-1 rank talks across hosts.
-  expectTree(trees[1], 0,
-             {{-1, {2, 4}}, {2, {5}}, {0, {3, 1, 6}}, {2, {7}}, {0, {}}, {1, {}}, {2, {}}, {3, {}}});
+  expectTree(
+      trees[1], 0,
+      {{-1, {2, 4}}, {2, {5}}, {0, {3, 1, 6}}, {2, {7}}, {0, {}}, {1, {}}, {2, {}}, {3, {}}});
   for (int r = 0; r < 8; ++r)
     EXPECT_FALSE(trees[0].node[static_cast<size_t>(r)].nchildren > 0 &&
                  trees[1].node[static_cast<size_t>(r)].nchildren > 0)
@@ -214,7 +220,8 @@ TEST(TopoGraph, EightGpuHostRanksPerNuma) {
   // One rank per NUMA node, given in reverse: the ring and chain still go node by node.
   const HostTopo h = load("two_socket_8gpu.xml");
   std::vector<RankTopoRecord> recs;
-  for (int r = 0; r < 4; ++r) recs.push_back(chorus::topo::makeRecord(h, range(8 * (3 - r), 8 * (3 - r) + 8), 7, r));
+  for (int r = 0; r < 4; ++r)
+    recs.push_back(chorus::topo::makeRecord(h, range(8 * (3 - r), 8 * (3 - r) + 8), 7, r));
   EXPECT_EQ(chorus::topo::buildRing(recs), (std::vector<int>{3, 2, 1, 0}));
   const auto trees = chorus::topo::buildTrees(recs);
   expectTree(trees[0], 3, {{1, {}}, {2, {0}}, {3, {1}}, {-1, {2}}});
@@ -284,7 +291,8 @@ TEST(TopoGraph, RingCrossesEachHostAndSocketBoundaryOnce) {
           int hostCross = 0, socketCross = 0;
           for (int i = 0; i < n; ++i) {
             const int a = ring[static_cast<size_t>(i)], b = ring[static_cast<size_t>((i + 1) % n)];
-            if (hostOf(recs, a) != hostOf(recs, b)) ++hostCross;
+            if (hostOf(recs, a) != hostOf(recs, b))
+              ++hostCross;
             else if (recs[static_cast<size_t>(a)].package != recs[static_cast<size_t>(b)].package)
               ++socketCross;
           }
@@ -302,8 +310,10 @@ TEST(TopoGraph, BinaryTreeLeavesAreOddPositions) {
     int roots = 0;
     std::vector<int> nchild(static_cast<size_t>(n) + 1, 0);
     for (int p = 1; p <= n; ++p) {
-      if (parent[static_cast<size_t>(p)] == 0) ++roots;
-      else ++nchild[static_cast<size_t>(parent[static_cast<size_t>(p)])];
+      if (parent[static_cast<size_t>(p)] == 0)
+        ++roots;
+      else
+        ++nchild[static_cast<size_t>(parent[static_cast<size_t>(p)])];
     }
     EXPECT_EQ(roots, 1) << n;
     for (int p = 1; p <= n; ++p) {
@@ -333,7 +343,8 @@ TEST(TopoGraph, DoubleTreesAreSpanningAndComplementary) {
             EXPECT_EQ(x, tr.root) << "rank " << r;
             const auto& nd = tr.node[static_cast<size_t>(r)];
             for (int c = 0; c < nd.nchildren; ++c)
-              EXPECT_EQ(tr.node[static_cast<size_t>(nd.children[static_cast<size_t>(c)])].parent, r);
+              EXPECT_EQ(tr.node[static_cast<size_t>(nd.children[static_cast<size_t>(c)])].parent,
+                        r);
             // At most one child on the same host (the chain) and two on other hosts.
             int crossKids = 0;
             for (int c = 0; c < nd.nchildren; ++c)
@@ -350,7 +361,8 @@ TEST(TopoGraph, DoubleTreesAreSpanningAndComplementary) {
             return k;
           };
           // Across hosts, no rank has children in both trees.
-          EXPECT_FALSE(crossKids(0) > 0 && crossKids(1) > 0) << hosts << "x" << per << " rank " << r;
+          EXPECT_FALSE(crossKids(0) > 0 && crossKids(1) > 0)
+              << hosts << "x" << per << " rank " << r;
           // With up to two ranks per host, no rank is interior in both trees at all.
           if (per <= 2) {
             EXPECT_FALSE(trees[0].node[static_cast<size_t>(r)].nchildren > 0 &&

@@ -105,7 +105,8 @@ TEST(ShmTransport, EmptyFifoTimesOutAndAbortUnblocksAWaiter) {
 
   std::atomic<int> abortFlag{0};
   chorusResult_t got = chorusSuccess;
-  std::thread waiter([&] { got = p.recv[1]->wait(&in, &bytes, waitFor(30'000'000'000, &abortFlag)); });
+  std::thread waiter(
+      [&] { got = p.recv[1]->wait(&in, &bytes, waitFor(30'000'000'000, &abortFlag)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it reach the futex
   abortFlag.store(1);
   p.t[1]->wakeAll();

@@ -73,8 +73,11 @@ struct Net {
   std::vector<TransportContext> ctx;
 
   Net(int nranks, const tcp::Options& o, size_t ll = 1024)
-      : n(nranks), send(static_cast<size_t>(n)), recv(static_cast<size_t>(n)),
-        peers(static_cast<size_t>(n)), info(static_cast<size_t>(n)) {
+      : n(nranks),
+        send(static_cast<size_t>(n)),
+        recv(static_cast<size_t>(n)),
+        peers(static_cast<size_t>(n)),
+        info(static_cast<size_t>(n)) {
     for (int i = 0; i < n; ++i) {
       peers[static_cast<size_t>(i)] = PeerInfo{42, 1, i, -1, 0};
       ctx.push_back(TransportContext{i, n, &peers, 0x1234, 4096, 4, ll});
@@ -93,17 +96,21 @@ struct Net {
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {
         if (i == j) continue;
-        ASSERT_EQ(t[static_cast<size_t>(i)]->connect(ctx[static_cast<size_t>(i)], j,
-                                                       info[static_cast<size_t>(j)].data(),
-                                                       &send[static_cast<size_t>(i)][static_cast<size_t>(j)],
-                                                       &recv[static_cast<size_t>(i)][static_cast<size_t>(j)]),
-                    chorusSuccess);
+        ASSERT_EQ(t[static_cast<size_t>(i)]->connect(
+                      ctx[static_cast<size_t>(i)], j, info[static_cast<size_t>(j)].data(),
+                      &send[static_cast<size_t>(i)][static_cast<size_t>(j)],
+                      &recv[static_cast<size_t>(i)][static_cast<size_t>(j)]),
+                  chorusSuccess);
       }
     }
     for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)]->finishSetup();
   }
-  SendConn* s(int from, int to) { return send[static_cast<size_t>(from)][static_cast<size_t>(to)].get(); }
-  RecvConn* r(int at, int from) { return recv[static_cast<size_t>(at)][static_cast<size_t>(from)].get(); }
+  SendConn* s(int from, int to) {
+    return send[static_cast<size_t>(from)][static_cast<size_t>(to)].get();
+  }
+  RecvConn* r(int at, int from) {
+    return recv[static_cast<size_t>(at)][static_cast<size_t>(from)].get();
+  }
   /// Tears rank i down (its handles first, as commFree does); `abort` skips the flush.
   void kill(int i, bool abort) {
     for (auto& c : send[static_cast<size_t>(i)]) c.reset();
@@ -117,12 +124,14 @@ struct Net {
   }
 };
 
-unsigned char pattern(int msg, size_t i) { return static_cast<unsigned char>(msg * 131 + i * 7 + (i >> 8)); }
+unsigned char pattern(int msg, size_t i) {
+  return static_cast<unsigned char>(msg * 131 + i * 7 + (i >> 8));
+}
 
 // Sizes that hit every edge: empty, one byte, odd, around stripe and slot boundaries.
 size_t sizeOf(int m) {
-  static const size_t kSizes[] = {0, 1, 2, 3, 7, 63, 64, 65, 511, 512, 513, 1000, 1023, 1024,
-                                  1025, 1536, 2047, 2049, 3000, 4093, 4095, 4096};
+  static const size_t kSizes[] = {0,    1,    2,    3,    7,    63,   64,   65,   511,  512,  513,
+                                  1000, 1023, 1024, 1025, 1536, 2047, 2049, 3000, 4093, 4095, 4096};
   const size_t k = sizeof(kSizes) / sizeof(kSizes[0]);
   return m < static_cast<int>(k) ? kSizes[m] : static_cast<size_t>((m * 2654435761u) % 4097);
 }
@@ -144,7 +153,8 @@ void recvMessages(RecvConn* c, int count) {
     ASSERT_EQ(c->wait(&slot, &bytes, waitFor(kLong)), chorusSuccess) << threadLastError();
     ASSERT_EQ(bytes, sizeOf(m)) << "message " << m;
     const auto* b = static_cast<const unsigned char*>(slot);
-    for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(b[i], pattern(m, i)) << "message " << m << " byte " << i;
+    for (size_t i = 0; i < bytes; ++i)
+      ASSERT_EQ(b[i], pattern(m, i)) << "message " << m << " byte " << i;
     c->release();
   }
 }

@@ -188,8 +188,8 @@ TEST(TuningModel, LegacyTreeThreshold) {
 TEST(TuningTables, AgreeWithTheModelEverywhere) {
   const ModelParams p;
   std::mt19937_64 rng(42);
-  for (const ModelShape& s : {shmShape(2), shmShape(4), shmShape(8), tcpHosts(2, 1),
-                              tcpHosts(2, 2), tcpHosts(3, 3)}) {
+  for (const ModelShape& s :
+       {shmShape(2), shmShape(4), shmShape(8), tcpHosts(2, 1), tcpHosts(2, 2), tcpHosts(3, 3)}) {
     for (unsigned am : {kAll, R | T, kAll & ~T, D}) {
       const chorus::TuningTables t = chorus::buildTables(p, s, am, 3);
       for (Coll c : {Coll::AllReduce, Coll::Broadcast, Coll::AllGather, Coll::Reduce}) {
@@ -214,15 +214,15 @@ TEST(TuningTables, AgreeWithTheModelEverywhere) {
 TEST(TuningFile, Parses) {
   ModelParams p;
   std::string err;
-  ASSERT_TRUE(chorus::parseTuningText(
-      "# measured\n"
-      "shm 0.5 9.0\n"
-      "tcp 30 -   # keep the bandwidth\n"
-      "set simple_step_us 2.5\n"
-      "all_reduce tree simple 3 4\n"
-      "all_reduce direct LL off\n"
-      "tcp_tree_correction 1 1 1 0.5 - 1 1 1 1 1\n",
-      &p, &err))
+  ASSERT_TRUE(
+      chorus::parseTuningText("# measured\n"
+                              "shm 0.5 9.0\n"
+                              "tcp 30 -   # keep the bandwidth\n"
+                              "set simple_step_us 2.5\n"
+                              "all_reduce tree simple 3 4\n"
+                              "all_reduce direct LL off\n"
+                              "tcp_tree_correction 1 1 1 0.5 - 1 1 1 1 1\n",
+                              &p, &err))
       << err;
   EXPECT_DOUBLE_EQ(p.tcpTreeCorrection[3], 0.5);
   EXPECT_DOUBLE_EQ(p.tcpTreeCorrection[4], ModelParams{}.tcpTreeCorrection[4]);  // "-" keeps
@@ -241,10 +241,10 @@ TEST(TuningFile, Parses) {
 }
 
 TEST(TuningFile, RejectsMalformedLinesAndKeepsTheParams) {
-  for (const char* text : {"shm 1\n", "udp 1 2\n", "shm x 2\n", "shm 1 0\n", "set nope 1\n",
-                           "all_reduce ring LL\n", "all_reduce mesh simple 1 2\n",
-                           "shm 1 -2\n", "tcp_tree_correction 1 1\n",
-                           "tcp_tree_correction 1 1 1 1 1 1 1 1 1 0\n"}) {
+  for (const char* text :
+       {"shm 1\n", "udp 1 2\n", "shm x 2\n", "shm 1 0\n", "set nope 1\n", "all_reduce ring LL\n",
+        "all_reduce mesh simple 1 2\n", "shm 1 -2\n", "tcp_tree_correction 1 1\n",
+        "tcp_tree_correction 1 1 1 1 1 1 1 1 1 0\n"}) {
     ModelParams p;
     std::string err;
     EXPECT_FALSE(chorus::parseTuningText(text, &p, &err)) << text;
