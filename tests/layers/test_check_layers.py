@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shows tools/check-layers failing where it must: a small tree of its own (written to a
 temporary folder, never into the project) with a forbidden include, a cycle between two
-rooms, an include not written from the root and a program reaching past the public API.
+rooms, an include not written from the root, a transport reading a parameter itself and a
+program reaching past the public API.
 Each must be named with file and line; removing them must make the same tree pass.
 Usage: test_check_layers.py PATH/TO/check-layers"""
 import os
@@ -16,6 +17,8 @@ GOOD = {
     'transports/tcp/socket.h': '#pragma once\n',
     'transports/tcp/socket.cc': '#include "transports/tcp/socket.h"\n#include "src/core/clock.h"\n',
     'perf/launch_init.h': '#pragma once\n#include "chorus.h"\n',
+    'src/core/params.h': '#pragma once\n',
+    'src/comm/init.cc': '#include "src/comm/comm.h"\n#include "src/core/params.h"\n',
     'trainer/main.cc': '#include "chorus.h"\n',
 }
 BAD = {
@@ -23,6 +26,8 @@ BAD = {
     'src/core/bad.h': '#pragma once\n#include "chorus.h"\n#include "src/comm/comm.h"\n',
     # a bare name that only resolves next to the includer
     'transports/tcp/socket.cc': '#include "socket.h"\n#include "src/core/clock.h"\n',
+    # a transport reading a parameter itself instead of taking it from the context
+    'transports/tcp/options.cc': '#include "src/core/clock.h"\n#include "src/core/params.h"\n',
     # a program using another program's internals instead of the public API
     'trainer/main.cc': '#include "chorus.h"\n#include "perf/launch_init.h"\n',
 }
@@ -32,6 +37,7 @@ EXPECTED = [
     'src/core -> src/comm (src/core/bad.h:3)',
     'transports/tcp/socket.cc:1: "socket.h" is not a path from the include root',
     'trainer/main.cc:2: trainer may not include perf ("perf/launch_init.h")',
+    'transports/tcp/options.cc:2: transports/tcp may not include "src/core/params.h"',
 ]
 
 
