@@ -12,6 +12,10 @@
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #define CHORUS_TORCH2 1
+// Backend::supportsCoalescing (2.8 has it; batch_isend_irecv on CPU then coalesces).
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 8
+#define CHORUS_TORCH_SUPPORTS_COALESCING 1
+#endif
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #define CHORUS_TORCH2 0

@@ -79,6 +79,9 @@ class ProcessGroupChorus : public BackendBase {
   /// batch_isend_irecv: the p2p calls between these two become one Chorus group, so any
   /// set of sends and receives completes without deadlock.
   void startCoalescing() override;
+#ifdef CHORUS_TORCH_SUPPORTS_COALESCING
+  bool supportsCoalescing() const override { return true; }
+#endif
 #if CHORUS_TORCH2
   /// One Work that completes when every operation of the batch did (torch2_ops.cc).
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;

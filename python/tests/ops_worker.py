@@ -15,6 +15,7 @@ import torch.distributed as dist
 import chorus_torch  # noqa: F401  (registers backend "chorus")
 
 R = dist.ReduceOp
+TORCH1 = torch.__version__.startswith("1.")
 
 
 def data(rank, shape, dtype, salt=0):
@@ -87,8 +88,10 @@ def check_allreduce(rank, n):
     ref = run(GLOO, x, R.SUM) / n
     same(run(CHORUS, x, R.AVG), ref, "all_reduce AVG")
     # PREMUL_SUM: gloo's SUM of the pre-multiplied inputs.
-    for factor in (2.0, [torch.tensor([0.5])]):
-        f = factor if isinstance(factor, float) else factor[0].item()
+    # (A factor tensor is passed in a list in 1.13, alone in 2.x.)
+    tensor_factor = [torch.tensor([0.5])] if TORCH1 else torch.tensor([0.5])
+    for factor in (2.0, tensor_factor):
+        f = factor if isinstance(factor, float) else torch.as_tensor(factor[0] if TORCH1 else factor).item()
         op = dist._make_nccl_premul_sum(factor)
         same(run(CHORUS, x, op), run(GLOO, x * f, R.SUM), f"all_reduce PREMUL_SUM {factor}")
     # Non-contiguous (a transposed view) and async with a future.
@@ -208,9 +211,9 @@ def check_alltoall(rank, n):
 
 
 def check_p2p(rank, n):
-    def ring(g, blocking):
-        t = data(rank, (7,), torch.float64, 50)
-        out = torch.empty(7, dtype=torch.float64)
+    def ring(g, blocking, size=7):
+        t = data(rank, (size,), torch.float64, 50)
+        out = torch.empty(size, dtype=torch.float64)
         nxt, prv = (rank + 1) % n, (rank - 1) % n
         if blocking:
             if rank % 2 == 0:
@@ -226,6 +229,9 @@ def check_p2p(rank, n):
     for blocking in (True, False):
         a, b = both(ring, blocking)
         same(b, a, f"send/recv ring (blocking={blocking})")
+    # Every rank sends 8 MiB before it receives: only a batch (one Chorus group) completes.
+    a, b = both(ring, False, 1 << 20)
+    same(b, a, "batch_isend_irecv ring of 8 MiB")
     # isend/irecv pairs, and the source rank of a receive.
     if rank == 0:
         w = dist.isend(torch.arange(5.), 1, group=CHORUS)
