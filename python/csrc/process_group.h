@@ -85,8 +85,8 @@ class ProcessGroupChorus : public BackendBase {
 #if CHORUS_TORCH2
   /// One Work that completes when every operation of the batch did (torch2_ops.cc).
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
-  /// all_gather_into_tensor / reduce_scatter_tensor under _coalescing_manager: one Chorus
-  /// group of the per-tensor collectives (torch2_ops.cc).
+  /// all_gather_into_tensor / reduce_scatter_tensor under _coalescing_manager: the
+  /// per-tensor collectives, then one Work that completes after all of them (torch2_ops.cc).
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -101,10 +101,10 @@ class ProcessGroupChorus : public BackendBase {
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
  private:
-  /// Issues the Chorus calls of one operation on the stream (`issue` gets the stream) and
-  /// returns its Work. Throws with Chorus's message if a call is refused.
   /// Ends the Chorus group of a batch and hands its Works to the queue.
   void finishCoalescing();
+  /// Issues the Chorus calls of one operation on the stream (`issue` gets the stream) and
+  /// returns its Work. Throws with Chorus's message if a call is refused.
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* name,
                                         std::chrono::milliseconds timeout,
                                         std::vector<at::Tensor> outputs,

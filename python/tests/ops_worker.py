@@ -256,6 +256,39 @@ def check_p2p(rank, n):
         dist.send(torch.full((6,), float(rank), dtype=torch.float64), 0, group=CHORUS)
 
 
+def check_coalescing_manager(rank, n):
+    """2.x: _coalescing_manager on cpu tensors, whose fast paths are the backend's
+    allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced and allreduce_coalesced.
+    The reference is built here from every rank's inputs (exact: small integers)."""
+    if TORCH1:
+        return
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    cpu = torch.device("cpu")
+    ins = [data(rank, (n * k,), torch.float64, 60 + k) for k in (1, 3)]
+    every = [[data(r, (n * k,), torch.float64, 60 + k) for k in (1, 3)] for r in range(n)]
+    ag = [torch.empty(n * i.numel(), dtype=torch.float64) for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu, async_ops=True) as cm:
+        for i, o in zip(ins, ag):
+            dist.all_gather_into_tensor(o, i, group=CHORUS)
+    cm.wait()
+    for k, o in enumerate(ag):
+        same(o, torch.cat([e[k] for e in every]), f"coalesced all_gather_into_tensor #{k}")
+    rs = [torch.empty(i.numel() // n, dtype=torch.float64) for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu, async_ops=True) as cm:
+        for i, o in zip(ins, rs):
+            dist.reduce_scatter_tensor(o, i, group=CHORUS)
+    cm.wait()
+    for k, o in enumerate(rs):
+        total = sum(e[k] for e in every)
+        same(o, total.chunk(n)[rank], f"coalesced reduce_scatter_tensor #{k}")
+    ar = [i.clone() for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu):
+        for t in ar:
+            dist.all_reduce(t, group=CHORUS)
+    for k, t in enumerate(ar):
+        same(t, sum(e[k] for e in every), f"coalesced all_reduce #{k}")
+
+
 def check_barrier_and_errors(rank, n):
     dist.barrier(group=CHORUS)
     w = dist.barrier(group=CHORUS, async_op=True)
@@ -313,7 +346,8 @@ def main():
     CHORUS = dist.new_group(backend="chorus")
     assert dist.get_backend(CHORUS) == "chorus"
     for check in (check_broadcast, check_allreduce, check_coalesced_and_reduce, check_gathers,
-                  check_reduce_scatter, check_alltoall, check_p2p, check_barrier_and_errors):
+                  check_reduce_scatter, check_alltoall, check_p2p, check_coalescing_manager,
+                  check_barrier_and_errors):
         check(rank, n)
     dist.barrier(group=GLOO)
     check_timeouts(rank, n)
