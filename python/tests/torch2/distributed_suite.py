@@ -5,9 +5,13 @@ as test/distributed/test_distributed_spawn.py runs it for gloo) with BACKEND=cho
         python/tests/torch2/distributed_suite.py [-k PATTERN] [-v]
 
 (meson test --setup slow --suite torch2-dist runs it at 2 and 4 ranks.) The suite keys
-many tests on the backend's name: chorus joins the feature lists it has ("ddp",
-"subgroup"); tests for GPUs, NCCL or gloo internals skip themselves, and the ones that
-cannot apply to a CPU-only backend outside gloo/nccl are listed in docs/TORCH.md.
+many tests on the backend's name. chorus joins the feature lists whose tests it can run:
+"ddp", "subgroup", "plugin" (a registered third-party backend: it makes
+require_backend_is_available pass), and "gpu", which despite its name gates the DDP and
+object-collective tests that gloo runs on CPU tensors (every test that needs a GPU also
+checks for one). Tests gated on a backend's name in the test itself ("Only MPI supports
+all_to_all", "Only gloo backend supports timeouts", ...) stay skipped; results and the
+list of what cannot apply are in docs/TORCH2-DIST.md.
 """
 import os
 import sys
@@ -20,7 +24,7 @@ os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="chorus-dist-"))
 import chorus_torch  # noqa: E402,F401  (registers backend "chorus"; spawned ranks re-import this file)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
-for feature in ("ddp", "subgroup"):
+for feature in ("ddp", "subgroup", "plugin", "gpu"):
     DistTestCases.backend_feature[feature].add("chorus")
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
