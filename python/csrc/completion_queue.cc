@@ -27,8 +27,12 @@ void CompletionQueue::settle() {
     ++settling_;
   }
   std::string error;
-  if (chorusStreamSynchronize(stream_) != chorusSuccess)
-    error = std::string("chorus: ") + chorusGetLastError(nullptr);
+  // A passed deadline says "Timed out" first, the words PyTorch's tests (and users'
+  // handlers) look for in gloo's and NCCL's timeout errors.
+  const chorusResult_t synced = chorusStreamSynchronize(stream_);
+  if (synced != chorusSuccess)
+    error = std::string("chorus: ") + (synced == chorusTimeout ? "Timed out (deadline passed): " : "") +
+            chorusGetLastError(nullptr);
   chorusResult_t asyncError = chorusSuccess;
   if (error.empty() && chorusCommGetAsyncError(comm_, &asyncError) == chorusSuccess &&
       asyncError != chorusSuccess && asyncError != chorusInProgress)

@@ -9,7 +9,7 @@ namespace py = pybind11;
 
 namespace {
 
-c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(
+c10::intrusive_ptr<chorus_torch::ProcessGroupChorus> createProcessGroup(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
   return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
@@ -20,18 +20,39 @@ c10::intrusive_ptr<c10d::ProcessGroup> createProcessGroup(
 PYBIND11_MODULE(chorus_torch, m) {
   m.doc() = "Chorus as a torch.distributed backend: import chorus_torch, then "
             "init_process_group(backend='chorus')";
-  // The base classes (ProcessGroup, Store) must be known to pybind11 first.
+  // The base classes (ProcessGroup or Backend, Store) must be known to pybind11 first.
   py::module::import("torch.distributed");
-  py::class_<chorus_torch::ProcessGroupChorus, c10d::ProcessGroup,
+  py::class_<chorus_torch::ProcessGroupChorus, chorus_torch::BackendBase,
              c10::intrusive_ptr<chorus_torch::ProcessGroupChorus>>(m, "ProcessGroupChorus");
   m.def("create_process_group", &createProcessGroup, py::arg("store"), py::arg("rank"),
         py::arg("world_size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
-        "The creator torch.distributed calls for backend='chorus' (rendezvous through store)");
+        "Makes the chorus backend of one group (collective: rendezvous through store)");
   int version = 0;
   chorusGetVersion(&version);
   m.attr("chorus_version") = version;
+  m.attr("torch_api") = CHORUS_TORCH2 ? 2 : 1;
   py::object backend = py::module::import("torch.distributed").attr("Backend");
-  if (!py::hasattr(backend, "CHORUS"))
-    backend.attr("register_backend")("chorus", m.attr("create_process_group"));
+  if (py::hasattr(backend, "CHORUS")) return;
+#if CHORUS_TORCH2
+  // The extended API hands over the group's options (store, rank, size, timeout from
+  // init_process_group/new_group); the backend serves CPU tensors only.
+  m.def(
+      "_create_backend",
+      [](py::object opts, py::object /*pgOptions*/) {
+        auto store = opts.attr("store").cast<c10::intrusive_ptr<c10d::Store>>();
+        const int rank = opts.attr("group_rank").cast<int>();
+        const int size = opts.attr("group_size").cast<int>();
+        const auto timeout = opts.attr("timeout").cast<std::chrono::milliseconds>();
+        py::gil_scoped_release noGil;
+        return createProcessGroup(store, rank, size, timeout);
+      },
+      "The creator torch.distributed calls for backend='chorus' (extended API)");
+  py::list devices;
+  devices.append("cpu");
+  backend.attr("register_backend")("chorus", m.attr("_create_backend"),
+                                   py::arg("extended_api") = true, py::arg("devices") = devices);
+#else
+  backend.attr("register_backend")("chorus", m.attr("create_process_group"));
+#endif
 }

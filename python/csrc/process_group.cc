@@ -20,7 +20,7 @@ constexpr const char* kUniqueIdKey = "chorus_unique_id";
 
 ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                        int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size), store_(store), timeout_(timeout) {
+    : BackendBase(rank, size), store_(store), timeout_(timeout) {
   // The store PyTorch hands us is already prefixed per group, so one key suffices.
   chorusUniqueId id;
   if (rank == 0) {
@@ -111,11 +111,12 @@ ReduceMapping ProcessGroupChorus::prepareReduce(const c10d::ReduceOp& op, const 
     auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK(sup, "chorus: PREMUL_SUM without a factor");
     double factor = sup->double_factor;
-    if (!sup->tensor_factors.empty()) {
-      TORCH_CHECK(sup->tensor_factors.size() == 1 && sup->tensor_factors[0].numel() == 1,
+    const std::vector<at::Tensor> factors = premulTensorFactors(*sup);
+    if (!factors.empty()) {
+      TORCH_CHECK(factors.size() == 1 && factors[0].numel() == 1,
                   "chorus: PREMUL_SUM needs exactly one scalar factor tensor");
-      checkCpuTensor(sup->tensor_factors[0], "PREMUL_SUM factor");
-      factor = sup->tensor_factors[0].item<double>();
+      checkCpuTensor(factors[0], "PREMUL_SUM factor");
+      factor = factors[0].item<double>();
     }
     alignas(8) unsigned char scalar[8] = {0};
     packScalar(factor, m.type, scalar);
@@ -193,7 +194,13 @@ void ProcessGroupChorus::startCoalescing() {
   coalescing_ = true;
 }
 
+#if !CHORUS_TORCH2
 void ProcessGroupChorus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) {
+  finishCoalescing();
+}
+#endif
+
+void ProcessGroupChorus::finishCoalescing() {
   TORCH_CHECK(coalescing_, "chorus: endCoalescing without startCoalescing");
   coalescing_ = false;
   std::vector<c10::intrusive_ptr<ChorusWork>> works;

@@ -7,7 +7,6 @@
 // never run Chorus on a GPU, so device tensors get a clear error instead.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "chorus.h"
+#include "python/csrc/compat_torch.h"
 #include "python/csrc/dtypes.h"
 
 namespace chorus_torch {
@@ -24,7 +24,7 @@ namespace chorus_torch {
 class CompletionQueue;
 class ChorusWork;
 
-class ProcessGroupChorus : public c10d::ProcessGroup {
+class ProcessGroupChorus : public BackendBase {
  public:
   /// Collective: rank 0 makes the Chorus unique id and publishes it in `store`.
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -79,12 +79,30 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   /// batch_isend_irecv: the p2p calls between these two become one Chorus group, so any
   /// set of sends and receives completes without deadlock.
   void startCoalescing() override;
+#ifdef CHORUS_TORCH_SUPPORTS_COALESCING
+  bool supportsCoalescing() const override { return true; }
+#endif
+#if CHORUS_TORCH2
+  /// One Work that completes when every operation of the batch did (torch2_ops.cc).
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  /// all_gather_into_tensor / reduce_scatter_tensor under _coalescing_manager: the
+  /// per-tensor collectives, then one Work that completes after all of them (torch2_ops.cc).
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#else
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+#endif
 
   void setSequenceNumberForGroup() override {}  // every rank starts at 0
   uint64_t getSequenceNumberForGroup() override { return seq_; }
 
  private:
+  /// Ends the Chorus group of a batch and hands its Works to the queue.
+  void finishCoalescing();
   /// Issues the Chorus calls of one operation on the stream (`issue` gets the stream) and
   /// returns its Work. Throws with Chorus's message if a call is refused.
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* name,

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import chorus_torch  # noqa: F401  (registers backend "chorus")
 
 R = dist.ReduceOp
+TORCH1 = torch.__version__.startswith("1.")
 
 
 def data(rank, shape, dtype, salt=0):
@@ -87,8 +88,10 @@ def check_allreduce(rank, n):
     ref = run(GLOO, x, R.SUM) / n
     same(run(CHORUS, x, R.AVG), ref, "all_reduce AVG")
     # PREMUL_SUM: gloo's SUM of the pre-multiplied inputs.
-    for factor in (2.0, [torch.tensor([0.5])]):
-        f = factor if isinstance(factor, float) else factor[0].item()
+    # (A factor tensor is passed in a list in 1.13, alone in 2.x.)
+    tensor_factor = [torch.tensor([0.5])] if TORCH1 else torch.tensor([0.5])
+    for factor in (2.0, tensor_factor):
+        f = factor if isinstance(factor, float) else torch.as_tensor(factor[0] if TORCH1 else factor).item()
         op = dist._make_nccl_premul_sum(factor)
         same(run(CHORUS, x, op), run(GLOO, x * f, R.SUM), f"all_reduce PREMUL_SUM {factor}")
     # Non-contiguous (a transposed view) and async with a future.
@@ -208,9 +211,9 @@ def check_alltoall(rank, n):
 
 
 def check_p2p(rank, n):
-    def ring(g, blocking):
-        t = data(rank, (7,), torch.float64, 50)
-        out = torch.empty(7, dtype=torch.float64)
+    def ring(g, blocking, size=7):
+        t = data(rank, (size,), torch.float64, 50)
+        out = torch.empty(size, dtype=torch.float64)
         nxt, prv = (rank + 1) % n, (rank - 1) % n
         if blocking:
             if rank % 2 == 0:
@@ -226,6 +229,9 @@ def check_p2p(rank, n):
     for blocking in (True, False):
         a, b = both(ring, blocking)
         same(b, a, f"send/recv ring (blocking={blocking})")
+    # Every rank sends 8 MiB before it receives: only a batch (one Chorus group) completes.
+    a, b = both(ring, False, 1 << 20)
+    same(b, a, "batch_isend_irecv ring of 8 MiB")
     # isend/irecv pairs, and the source rank of a receive.
     if rank == 0:
         w = dist.isend(torch.arange(5.), 1, group=CHORUS)
@@ -248,6 +254,39 @@ def check_p2p(rank, n):
         assert sorted(senders) == list(range(1, n)), f"any-source senders {senders}"
     else:
         dist.send(torch.full((6,), float(rank), dtype=torch.float64), 0, group=CHORUS)
+
+
+def check_coalescing_manager(rank, n):
+    """2.x: _coalescing_manager on cpu tensors, whose fast paths are the backend's
+    allgather_into_tensor_coalesced, reduce_scatter_tensor_coalesced and allreduce_coalesced.
+    The reference is built here from every rank's inputs (exact: small integers)."""
+    if TORCH1:
+        return
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    cpu = torch.device("cpu")
+    ins = [data(rank, (n * k,), torch.float64, 60 + k) for k in (1, 3)]
+    every = [[data(r, (n * k,), torch.float64, 60 + k) for k in (1, 3)] for r in range(n)]
+    ag = [torch.empty(n * i.numel(), dtype=torch.float64) for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu, async_ops=True) as cm:
+        for i, o in zip(ins, ag):
+            dist.all_gather_into_tensor(o, i, group=CHORUS)
+    cm.wait()
+    for k, o in enumerate(ag):
+        same(o, torch.cat([e[k] for e in every]), f"coalesced all_gather_into_tensor #{k}")
+    rs = [torch.empty(i.numel() // n, dtype=torch.float64) for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu, async_ops=True) as cm:
+        for i, o in zip(ins, rs):
+            dist.reduce_scatter_tensor(o, i, group=CHORUS)
+    cm.wait()
+    for k, o in enumerate(rs):
+        total = sum(e[k] for e in every)
+        same(o, total.chunk(n)[rank], f"coalesced reduce_scatter_tensor #{k}")
+    ar = [i.clone() for i in ins]
+    with _coalescing_manager(group=CHORUS, device=cpu):
+        for t in ar:
+            dist.all_reduce(t, group=CHORUS)
+    for k, t in enumerate(ar):
+        same(t, sum(e[k] for e in every), f"coalesced all_reduce #{k}")
 
 
 def check_barrier_and_errors(rank, n):
@@ -307,7 +346,8 @@ def main():
     CHORUS = dist.new_group(backend="chorus")
     assert dist.get_backend(CHORUS) == "chorus"
     for check in (check_broadcast, check_allreduce, check_coalesced_and_reduce, check_gathers,
-                  check_reduce_scatter, check_alltoall, check_p2p, check_barrier_and_errors):
+                  check_reduce_scatter, check_alltoall, check_p2p, check_coalescing_manager,
+                  check_barrier_and_errors):
         check(rank, n)
     dist.barrier(group=GLOO)
     check_timeouts(rank, n)
