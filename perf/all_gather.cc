@@ -27,15 +27,12 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
 
 }  // namespace
 
-const CollDesc kAllGatherColl = {"all_gather_perf",
-                                 /*usesOp=*/false,
-                                 /*usesRoot=*/false,
-                                 getCounts,
-                                 initOwnBlock,
-                                 run,
-                                 check,
-                                 getBwPerRankBlocks,
-                                 /*noData=*/false,
-                                 /*inPlaceUnchecked=*/false};
+const CollDesc kAllGatherColl = {
+    "all_gather_perf",
+    /*usesOp=*/false,
+    /*usesRoot=*/false,         getCounts, initOwnBlock, run, check, getBwPerRankBlocks,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/false,
+};
 
 }  // namespace perf

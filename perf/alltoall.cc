@@ -36,15 +36,17 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
 
 }  // namespace
 
-const CollDesc kAllToAllColl = {"alltoall_perf",
-                                /*usesOp=*/false,
-                                /*usesRoot=*/false,
-                                getCounts,
-                                initData,
-                                run,
-                                check,
-                                getBwPerRankBlocks,
-                                /*noData=*/false,
-                                /*inPlaceUnchecked=*/false};
+const CollDesc kAllToAllColl = {
+    "alltoall_perf",
+    /*usesOp=*/false,
+    /*usesRoot=*/false,
+    getCounts,
+    initData,
+    run,
+    check,
+    getBwPerRankBlocks,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/false,
+};
 
 }  // namespace perf

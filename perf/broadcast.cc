@@ -31,15 +31,12 @@ void getBw(size_t count, size_t typeSize, double sec, int, double* algBw, double
 
 }  // namespace
 
-const CollDesc kBroadcastColl = {"broadcast_perf",
-                                 /*usesOp=*/false,
-                                 /*usesRoot=*/true,
-                                 getSameCounts,
-                                 initData,
-                                 run,
-                                 check,
-                                 getBw,
-                                 /*noData=*/false,
-                                 /*inPlaceUnchecked=*/false};
+const CollDesc kBroadcastColl = {
+    "broadcast_perf",
+    /*usesOp=*/false,
+    /*usesRoot=*/true,          getSameCounts, initData, run, check, getBw,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/false,
+};
 
 }  // namespace perf

@@ -38,15 +38,17 @@ size_t check(const CollArgs& a, const void* sendbuf, const void* recvbuf, bool i
 
 }  // namespace
 
-const CollDesc kReduceScatterColl = {"reduce_scatter_perf",
-                                     /*usesOp=*/true,
-                                     /*usesRoot=*/false,
-                                     getCounts,
-                                     initData,
-                                     run,
-                                     check,
-                                     getBwPerRankBlocks,
-                                     /*noData=*/false,
-                                     /*inPlaceUnchecked=*/false};
+const CollDesc kReduceScatterColl = {
+    "reduce_scatter_perf",
+    /*usesOp=*/true,
+    /*usesRoot=*/false,
+    getCounts,
+    initData,
+    run,
+    check,
+    getBwPerRankBlocks,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/false,
+};
 
 }  // namespace perf

@@ -34,15 +34,12 @@ void getBw(size_t count, size_t typeSize, double sec, int, double* algBw, double
 
 }  // namespace
 
-const CollDesc kSendRecvColl = {"sendrecv_perf",
-                                /*usesOp=*/false,
-                                /*usesRoot=*/false,
-                                getSameCounts,
-                                initData,
-                                run,
-                                check,
-                                getBw,
-                                /*noData=*/false,
-                                /*inPlaceUnchecked=*/true};
+const CollDesc kSendRecvColl = {
+    "sendrecv_perf",
+    /*usesOp=*/false,
+    /*usesRoot=*/false,        getSameCounts, initData, run, check, getBw,
+    /*noData=*/false,
+    /*inPlaceUnchecked=*/true,
+};
 
 }  // namespace perf

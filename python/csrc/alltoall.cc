@@ -9,8 +9,8 @@ namespace chorus_torch {
 namespace {
 
 // Byte offsets and sizes of the blocks of a dim-0 split; empty splits mean equal parts.
-void splitBytes(const at::Tensor& t, const std::vector<int64_t>& splits, int size,
-                const char* what, std::vector<size_t>* offsets, std::vector<size_t>* lengths) {
+void splitBytes(const at::Tensor& t, const std::vector<int64_t>& splits, int size, const char* what,
+                std::vector<size_t>* offsets, std::vector<size_t>* lengths) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   const size_t rowBytes = rows == 0 ? 0 : nbytes(t) / static_cast<size_t>(rows);
   std::vector<int64_t> s = splits;
@@ -45,7 +45,8 @@ chorusResult_t exchange(uint8_t* send, const std::vector<size_t>& sendOff,
   if (r != chorusSuccess) return r;
   const int n = static_cast<int>(sendOff.size());
   for (int peer = 0; peer < n && r == chorusSuccess; ++peer) {
-    if (sendLen[peer]) r = chorusSend(send + sendOff[peer], sendLen[peer], chorusUint8, peer, comm, s);
+    if (sendLen[peer])
+      r = chorusSend(send + sendOff[peer], sendLen[peer], chorusUint8, peer, comm, s);
     if (r == chorusSuccess && recvLen[peer])
       r = chorusRecv(recv + recvOff[peer], recvLen[peer], chorusUint8, peer, comm, s);
   }
@@ -71,14 +72,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(src.numel() == dst.numel() && src.numel() % size_ == 0,
                 "chorus alltoall_base: input and output must have the same number of "
-                "elements, divisible by world size ", size_);
+                "elements, divisible by world size ",
+                size_);
     const size_t block = nbytes(src) / size_;
     return launch(
         c10d::OpType::ALLTOALL_BASE, "alltoall_base", opts.timeout, {output},
         [&](chorusStream_t s) {
           return chorusAllToAll(src.data_ptr(), dst.data_ptr(), block, chorusUint8, comm, s);
         },
-        [out, dst](bool ok) { if (ok) unstage(out, dst); }, {src, dst});
+        [out, dst](bool ok) {
+          if (ok) unstage(out, dst);
+        },
+        {src, dst});
   }
   std::vector<size_t> so, sl, ro, rl;
   splitBytes(src, inputSplitSizes, size_, "input", &so, &sl);
@@ -89,7 +94,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
         return exchange(static_cast<uint8_t*>(src.data_ptr()), so, sl,
                         static_cast<uint8_t*>(dst.data_ptr()), ro, rl, comm, s);
       },
-      [out, dst](bool ok) { if (ok) unstage(out, dst); }, {src, dst});
+      [out, dst](bool ok) {
+        if (ok) unstage(out, dst);
+      },
+      {src, dst});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
@@ -108,9 +116,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   at::Tensor src = packBytes(inputs);
   std::vector<size_t> so, sl, ro, rl;
   size_t off = 0;
-  for (const auto& t : inputs) { so.push_back(off); sl.push_back(nbytes(t)); off += nbytes(t); }
+  for (const auto& t : inputs) {
+    so.push_back(off);
+    sl.push_back(nbytes(t));
+    off += nbytes(t);
+  }
   off = 0;
-  for (const auto& t : outputs) { ro.push_back(off); rl.push_back(nbytes(t)); off += nbytes(t); }
+  for (const auto& t : outputs) {
+    ro.push_back(off);
+    rl.push_back(nbytes(t));
+    off += nbytes(t);
+  }
   at::Tensor dst = at::empty({static_cast<int64_t>(off)}, at::kByte);
   std::vector<at::Tensor> outs = outputs;
   chorusComm_t comm = comm_;
@@ -121,7 +137,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
       },
       [outs, dst, ro](bool ok) {
         if (!ok) return;
-        for (size_t i = 0; i < outs.size(); ++i) unpackBytes(outs[i], dst.data_ptr<uint8_t>() + ro[i]);
+        for (size_t i = 0; i < outs.size(); ++i)
+          unpackBytes(outs[i], dst.data_ptr<uint8_t>() + ro[i]);
       },
       {src, dst});
 }

@@ -18,8 +18,8 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op)
 void checkSameShape(const at::Tensor& a, const at::Tensor& b, const char* op) {
   checkCpuTensor(b, op);
   TORCH_CHECK(a.scalar_type() == b.scalar_type() && a.numel() == b.numel(), "chorus ", op,
-              ": tensors must have the same dtype and number of elements (", a.scalar_type(),
-              "[", a.numel(), "] vs ", b.scalar_type(), "[", b.numel(), "])");
+              ": tensors must have the same dtype and number of elements (", a.scalar_type(), "[",
+              a.numel(), "] vs ", b.scalar_type(), "[", b.numel(), "])");
 }
 
 }  // namespace
@@ -33,9 +33,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   return launch(
       c10d::OpType::BROADCAST, "broadcast", opts.timeout, tensors,
       [&](chorusStream_t s) {
-        return chorusBroadcast(buf.data_ptr(), buf.data_ptr(), nbytes(buf), chorusUint8, root, comm, s);
+        return chorusBroadcast(buf.data_ptr(), buf.data_ptr(), nbytes(buf), chorusUint8, root, comm,
+                               s);
       },
-      [t, buf](bool ok) { if (ok) unstage(t, buf); }, {buf});
+      [t, buf](bool ok) {
+        if (ok) unstage(t, buf);
+      },
+      {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
@@ -46,12 +50,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   at::Tensor buf = staged(t);
   const size_t count = static_cast<size_t>(buf.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensors,
-      [&](chorusStream_t s) {
-        return chorusAllReduce(buf.data_ptr(), buf.data_ptr(), count, m.type, m.op, comm, s);
-      },
-      destroyOpWhenDone(userOp, m.op, [t, buf](bool ok) { if (ok) unstage(t, buf); }), {buf});
+  return launch(c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensors,
+                [&](chorusStream_t s) {
+                  return chorusAllReduce(buf.data_ptr(), buf.data_ptr(), count, m.type, m.op, comm,
+                                         s);
+                },
+                destroyOpWhenDone(userOp, m.op,
+                                  [t, buf](bool ok) {
+                                    if (ok) unstage(t, buf);
+                                  }),
+                {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
@@ -70,21 +78,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
   const size_t count = static_cast<size_t>(flat.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
   std::vector<at::Tensor> outs = tensors;
-  return launch(
-      c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", opts.timeout, tensors,
-      [&](chorusStream_t s) {
-        return chorusAllReduce(flat.data_ptr(), flat.data_ptr(), count, m.type, m.op, comm, s);
-      },
-      destroyOpWhenDone(userOp, m.op,
-                        [outs, flat](bool ok) {
-                          if (!ok) return;
-                          int64_t off = 0;
-                          for (const auto& t : outs) {
-                            t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
-                            off += t.numel();
-                          }
-                        }),
-      {flat});
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", opts.timeout, tensors,
+                [&](chorusStream_t s) {
+                  return chorusAllReduce(flat.data_ptr(), flat.data_ptr(), count, m.type, m.op,
+                                         comm, s);
+                },
+                destroyOpWhenDone(userOp, m.op,
+                                  [outs, flat](bool ok) {
+                                    if (!ok) return;
+                                    int64_t off = 0;
+                                    for (const auto& t : outs) {
+                                      t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+                                      off += t.numel();
+                                    }
+                                  }),
+                {flat});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
@@ -97,15 +105,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   const bool isRoot = root == rank_;
   const size_t count = static_cast<size_t>(buf.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::REDUCE, "reduce", opts.timeout, tensors,
-      [&](chorusStream_t s) {
-        // Off the root the input stays as it was (no receive buffer).
-        return chorusReduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr, count, m.type,
-                            m.op, root, comm, s);
-      },
-      destroyOpWhenDone(userOp, m.op, [t, buf, isRoot](bool ok) { if (ok && isRoot) unstage(t, buf); }),
-      {buf});
+  return launch(c10d::OpType::REDUCE, "reduce", opts.timeout, tensors,
+                [&](chorusStream_t s) {
+                  // Off the root the input stays as it was (no receive buffer).
+                  return chorusReduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr, count,
+                                      m.type, m.op, root, comm, s);
+                },
+                destroyOpWhenDone(userOp, m.op,
+                                  [t, buf, isRoot](bool ok) {
+                                    if (ok && isRoot) unstage(t, buf);
+                                  }),
+                {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
@@ -127,7 +137,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
       },
       [outs, flat, bytes](bool ok) {
         if (!ok) return;
-        for (size_t r = 0; r < outs.size(); ++r) unpackBytes(outs[r], flat.data_ptr<uint8_t>() + r * bytes);
+        for (size_t r = 0; r < outs.size(); ++r)
+          unpackBytes(outs[r], flat.data_ptr<uint8_t>() + r * bytes);
       },
       {src, flat});
 }
@@ -136,10 +147,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   checkCpuTensor(input, "_allgather_base");
   checkCpuTensor(output, "_allgather_base");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                  output.numel() == input.numel() * size_,
-              "chorus _allgather_base: output must hold world_size (", size_,
-              ") times the input's elements, of the same dtype");
+  TORCH_CHECK(
+      output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * size_,
+      "chorus _allgather_base: output must hold world_size (", size_,
+      ") times the input's elements, of the same dtype");
   at::Tensor src = staged(input);
   at::Tensor dst = staged(output);
   at::Tensor out = output;
@@ -150,7 +161,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
       [&](chorusStream_t s) {
         return chorusAllGather(src.data_ptr(), dst.data_ptr(), bytes, chorusUint8, comm, s);
       },
-      [out, dst](bool ok) { if (ok) unstage(out, dst); }, {src, dst});
+      [out, dst](bool ok) {
+        if (ok) unstage(out, dst);
+      },
+      {src, dst});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
@@ -162,7 +176,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
   for (const auto& list : outputLists) {
     TORCH_CHECK(list.size() == inputs.size(),
                 "chorus allgather_coalesced: each output list must match the input list");
-    for (size_t i = 0; i < list.size(); ++i) checkSameShape(inputs[i], list[i], "allgather_coalesced");
+    for (size_t i = 0; i < list.size(); ++i)
+      checkSameShape(inputs[i], list[i], "allgather_coalesced");
   }
   // All inputs as one byte block per rank: one all-gather whatever the dtypes.
   at::Tensor src = packBytes(inputs);
@@ -218,7 +233,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
       },
       [outs, flat, bytes](bool ok) {
         if (!ok) return;
-        for (size_t r = 0; r < outs.size(); ++r) unpackBytes(outs[r], flat.data_ptr<uint8_t>() + r * bytes);
+        for (size_t r = 0; r < outs.size(); ++r)
+          unpackBytes(outs[r], flat.data_ptr<uint8_t>() + r * bytes);
       },
       {src, flat});
 }
@@ -246,10 +262,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
   return launch(
       c10d::OpType::SCATTER, "scatter", opts.timeout, outputs,
       [&](chorusStream_t s) {
-        return chorusScatter(isRoot ? flat.data_ptr() : nullptr, dst.data_ptr(), bytes,
-                             chorusUint8, root, comm, s);
+        return chorusScatter(isRoot ? flat.data_ptr() : nullptr, dst.data_ptr(), bytes, chorusUint8,
+                             root, comm, s);
       },
-      [out, dst](bool ok) { if (ok) unstage(out, dst); }, {flat, dst});
+      [out, dst](bool ok) {
+        if (ok) unstage(out, dst);
+      },
+      {flat, dst});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
@@ -265,23 +284,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   at::Tensor dst = staged(out);
   const size_t count = static_cast<size_t>(dst.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", opts.timeout, outputs,
-      [&](chorusStream_t s) {
-        return chorusReduceScatter(flat.data_ptr(), dst.data_ptr(), count, m.type, m.op, comm, s);
-      },
-      destroyOpWhenDone(userOp, m.op, [out, dst](bool ok) { if (ok) unstage(out, dst); }),
-      {flat, dst});
+  return launch(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", opts.timeout, outputs,
+                [&](chorusStream_t s) {
+                  return chorusReduceScatter(flat.data_ptr(), dst.data_ptr(), count, m.type, m.op,
+                                             comm, s);
+                },
+                destroyOpWhenDone(userOp, m.op,
+                                  [out, dst](bool ok) {
+                                    if (ok) unstage(out, dst);
+                                  }),
+                {flat, dst});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   checkCpuTensor(input, "_reduce_scatter_base");
   checkCpuTensor(output, "_reduce_scatter_base");
-  TORCH_CHECK(input.scalar_type() == output.scalar_type() &&
-                  input.numel() == output.numel() * size_,
-              "chorus _reduce_scatter_base: input must hold world_size (", size_,
-              ") times the output's elements, of the same dtype");
+  TORCH_CHECK(
+      input.scalar_type() == output.scalar_type() && input.numel() == output.numel() * size_,
+      "chorus _reduce_scatter_base: input must hold world_size (", size_,
+      ") times the output's elements, of the same dtype");
   bool userOp = false;
   ReduceMapping m = prepareReduce(opts.reduceOp, output, &userOp);
   at::Tensor src = staged(input);
@@ -289,13 +311,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
   at::Tensor out = output;
   const size_t count = static_cast<size_t>(dst.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", opts.timeout, {output},
-      [&](chorusStream_t s) {
-        return chorusReduceScatter(src.data_ptr(), dst.data_ptr(), count, m.type, m.op, comm, s);
-      },
-      destroyOpWhenDone(userOp, m.op, [out, dst](bool ok) { if (ok) unstage(out, dst); }),
-      {src, dst});
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", opts.timeout, {output},
+                [&](chorusStream_t s) {
+                  return chorusReduceScatter(src.data_ptr(), dst.data_ptr(), count, m.type, m.op,
+                                             comm, s);
+                },
+                destroyOpWhenDone(userOp, m.op,
+                                  [out, dst](bool ok) {
+                                    if (ok) unstage(out, dst);
+                                  }),
+                {src, dst});
 }
 
 }  // namespace chorus_torch

@@ -31,7 +31,8 @@ void CompletionQueue::settle() {
   // handlers) look for in gloo's and NCCL's timeout errors.
   const chorusResult_t synced = chorusStreamSynchronize(stream_);
   if (synced != chorusSuccess)
-    error = std::string("chorus: ") + (synced == chorusTimeout ? "Timed out (deadline passed): " : "") +
+    error = std::string("chorus: ") +
+            (synced == chorusTimeout ? "Timed out (deadline passed): " : "") +
             chorusGetLastError(nullptr);
   chorusResult_t asyncError = chorusSuccess;
   if (error.empty() && chorusCommGetAsyncError(comm_, &asyncError) == chorusSuccess &&

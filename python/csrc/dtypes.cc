@@ -76,8 +76,10 @@ ReduceMapping mapReduction(c10::ScalarType t, Reduction r) {
   if (t == c10::ScalarType::Bool) {
     // A bool is one byte holding 0 or 1: "any" (sum) is max, "all" (product) is min.
     m.type = chorusUint8;
-    if (r == Reduction::Sum) m.op = chorusMax;
-    else if (r == Reduction::Product) m.op = chorusMin;
+    if (r == Reduction::Sum)
+      m.op = chorusMax;
+    else if (r == Reduction::Product)
+      m.op = chorusMin;
     else if (r != Reduction::Min && r != Reduction::Max)
       m.error = std::string("chorus: ReduceOp.") + reductionName(r) + " is not supported for bool";
     return m;
@@ -101,16 +103,52 @@ size_t byteSize(c10::ScalarType t) { return c10::elementSize(t); }
 
 void packScalar(double factor, chorusDataType_t type, void* out) {
   switch (type) {
-    case chorusFloat16: { c10::Half h(static_cast<float>(factor)); std::memcpy(out, &h, 2); break; }
-    case chorusBfloat16: { c10::BFloat16 b(static_cast<float>(factor)); std::memcpy(out, &b, 2); break; }
-    case chorusFloat32: { float f = static_cast<float>(factor); std::memcpy(out, &f, 4); break; }
+    case chorusFloat16: {
+      c10::Half h(static_cast<float>(factor));
+      std::memcpy(out, &h, 2);
+      break;
+    }
+    case chorusBfloat16: {
+      c10::BFloat16 b(static_cast<float>(factor));
+      std::memcpy(out, &b, 2);
+      break;
+    }
+    case chorusFloat32: {
+      float f = static_cast<float>(factor);
+      std::memcpy(out, &f, 4);
+      break;
+    }
     case chorusFloat64: std::memcpy(out, &factor, 8); break;
-    case chorusInt8: { int8_t v = static_cast<int8_t>(factor); std::memcpy(out, &v, 1); break; }
-    case chorusUint8: { uint8_t v = static_cast<uint8_t>(factor); std::memcpy(out, &v, 1); break; }
-    case chorusInt32: { int32_t v = static_cast<int32_t>(factor); std::memcpy(out, &v, 4); break; }
-    case chorusUint32: { uint32_t v = static_cast<uint32_t>(factor); std::memcpy(out, &v, 4); break; }
-    case chorusInt64: { int64_t v = static_cast<int64_t>(factor); std::memcpy(out, &v, 8); break; }
-    case chorusUint64: { uint64_t v = static_cast<uint64_t>(factor); std::memcpy(out, &v, 8); break; }
+    case chorusInt8: {
+      int8_t v = static_cast<int8_t>(factor);
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case chorusUint8: {
+      uint8_t v = static_cast<uint8_t>(factor);
+      std::memcpy(out, &v, 1);
+      break;
+    }
+    case chorusInt32: {
+      int32_t v = static_cast<int32_t>(factor);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case chorusUint32: {
+      uint32_t v = static_cast<uint32_t>(factor);
+      std::memcpy(out, &v, 4);
+      break;
+    }
+    case chorusInt64: {
+      int64_t v = static_cast<int64_t>(factor);
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case chorusUint64: {
+      uint64_t v = static_cast<uint64_t>(factor);
+      std::memcpy(out, &v, 8);
+      break;
+    }
     default: break;
   }
 }

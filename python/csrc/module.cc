@@ -18,15 +18,15 @@ c10::intrusive_ptr<chorus_torch::ProcessGroupChorus> createProcessGroup(
 }  // namespace
 
 PYBIND11_MODULE(chorus_torch, m) {
-  m.doc() = "Chorus as a torch.distributed backend: import chorus_torch, then "
-            "init_process_group(backend='chorus')";
+  m.doc() =
+      "Chorus as a torch.distributed backend: import chorus_torch, then "
+      "init_process_group(backend='chorus')";
   // The base classes (ProcessGroup or Backend, Store) must be known to pybind11 first.
   py::module::import("torch.distributed");
   py::class_<chorus_torch::ProcessGroupChorus, chorus_torch::BackendBase,
              c10::intrusive_ptr<chorus_torch::ProcessGroupChorus>>(m, "ProcessGroupChorus");
   m.def("create_process_group", &createProcessGroup, py::arg("store"), py::arg("rank"),
-        py::arg("world_size"), py::arg("timeout"),
-        py::call_guard<py::gil_scoped_release>(),
+        py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Makes the chorus backend of one group (collective: rendezvous through store)");
   int version = 0;
   chorusGetVersion(&version);

@@ -29,8 +29,8 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     store_->set(kUniqueIdKey, std::vector<uint8_t>(p, p + sizeof(id)));
   } else {
     std::vector<uint8_t> bytes = store_->get(kUniqueIdKey);
-    TORCH_CHECK(bytes.size() == sizeof(id), "chorus: the store holds a unique id of ",
-                bytes.size(), " bytes, expected ", sizeof(id));
+    TORCH_CHECK(bytes.size() == sizeof(id), "chorus: the store holds a unique id of ", bytes.size(),
+                " bytes, expected ", sizeof(id));
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
   chorusConfig_t config = CHORUS_CONFIG_INITIALIZER;
@@ -53,7 +53,8 @@ ProcessGroupChorus::~ProcessGroupChorus() {
   // drops tensors that Python also references, and that decref takes the GIL. (Seen as a
   // hang in destroy_process_group about one run in a few dozen.)
   std::unique_ptr<pybind11::gil_scoped_release> noGil;
-  if (Py_IsInitialized() && PyGILState_Check()) noGil = std::make_unique<pybind11::gil_scoped_release>();
+  if (Py_IsInitialized() && PyGILState_Check())
+    noGil = std::make_unique<pybind11::gil_scoped_release>();
   queue_->shutdown();
   chorusStreamDestroy(stream_);
   chorusCommDestroy(comm_);
@@ -148,10 +149,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
   checkCpuTensor(tensors[0], "send");
   at::Tensor buf = staged(tensors[0]);
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::SEND, "send", c10d::kUnsetTimeout, tensors,
-      [&](chorusStream_t s) { return chorusSend(buf.data_ptr(), nbytes(buf), chorusUint8, dstRank, comm, s); },
-      nullptr, {buf});
+  return launch(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, tensors,
+                [&](chorusStream_t s) {
+                  return chorusSend(buf.data_ptr(), nbytes(buf), chorusUint8, dstRank, comm, s);
+                },
+                nullptr, {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors,
@@ -163,8 +165,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   chorusComm_t comm = comm_;
   return launch(
       c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, tensors,
-      [&](chorusStream_t s) { return chorusRecv(buf.data_ptr(), nbytes(buf), chorusUint8, srcRank, comm, s); },
-      [t, buf](bool ok) { if (ok) unstage(t, buf); }, {buf}, srcRank);
+      [&](chorusStream_t s) {
+        return chorusRecv(buf.data_ptr(), nbytes(buf), chorusUint8, srcRank, comm, s);
+      },
+      [t, buf](bool ok) {
+        if (ok) unstage(t, buf);
+      },
+      {buf}, srcRank);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors,
@@ -183,7 +190,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
       [&](chorusStream_t s) {
         return chorusRecvAnySource(buf.data_ptr(), nbytes(buf), chorusUint8, fromPtr, comm, s);
       },
-      [t, buf](bool ok) { if (ok) unstage(t, buf); }, {buf, from});
+      [t, buf](bool ok) {
+        if (ok) unstage(t, buf);
+      },
+      {buf, from});
   static_cast<ChorusWork*>(work.get())->setSourceTensor(from);
   return work;
 }
@@ -218,9 +228,8 @@ void ProcessGroupChorus::finishCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
   chorusComm_t comm = comm_;
-  return launch(
-      c10d::OpType::BARRIER, "barrier", opts.timeout, {},
-      [&](chorusStream_t s) { return chorusBarrier(comm, s); }, nullptr, {});
+  return launch(c10d::OpType::BARRIER, "barrier", opts.timeout, {},
+                [&](chorusStream_t s) { return chorusBarrier(comm, s); }, nullptr, {});
 }
 
 // Like gloo's: rank 0 waits for every other rank within the timeout and names the ones
@@ -228,7 +237,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
 // it cannot leave a half-done collective behind.
 void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
   const auto timeout = opTimeout(opts.timeout);
-  const std::string prefix = "chorus_monitored_barrier/" + std::to_string(++monitoredBarriers_) + "/";
+  const std::string prefix =
+      "chorus_monitored_barrier/" + std::to_string(++monitoredBarriers_) + "/";
   if (rank_ != 0) {
     store_->set(prefix + std::to_string(rank_), std::vector<uint8_t>{1});
     try {
@@ -256,10 +266,9 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   if (!missing.empty()) {
     std::string list;
     for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    throw std::runtime_error("chorus monitored_barrier: rank" +
-                             std::string(missing.size() > 1 ? "s " : " ") + list +
-                             " failed to pass monitored_barrier within " +
-                             std::to_string(timeout.count()) + " ms");
+    throw std::runtime_error(
+        "chorus monitored_barrier: rank" + std::string(missing.size() > 1 ? "s " : " ") + list +
+        " failed to pass monitored_barrier within " + std::to_string(timeout.count()) + " ms");
   }
   store_->set(prefix + "done", std::vector<uint8_t>{1});
 }

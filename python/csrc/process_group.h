@@ -71,8 +71,7 @@ class ProcessGroupChorus : public BackendBase {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
@@ -113,8 +112,7 @@ class ProcessGroupChorus : public BackendBase {
                                         std::vector<at::Tensor> keepAlive, int sourceRank = -1);
   /// Resolves op and dtype; for PREMUL_SUM creates a Chorus op the caller must destroy
   /// (*userOp true) in its finish step.
-  ReduceMapping prepareReduce(const c10d::ReduceOp& op, const at::Tensor& like,
-                              bool* userOp);
+  ReduceMapping prepareReduce(const c10d::ReduceOp& op, const at::Tensor& like, bool* userOp);
   std::function<void(bool)> destroyOpWhenDone(bool userOp, chorusRedOp_t op,
                                               std::function<void(bool)> next);
   std::chrono::milliseconds opTimeout(std::chrono::milliseconds requested) const;

@@ -18,9 +18,7 @@ void checkCpuTensor(const at::Tensor& t, const char* op) {
               ": only dense (strided) tensors are supported, got layout ", t.layout());
 }
 
-size_t nbytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel()) * t.element_size();
-}
+size_t nbytes(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 at::Tensor staged(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 

@@ -22,8 +22,9 @@ ChorusWork::ChorusWork(int rank, c10d::OpType type, std::string name, uint64_t s
       finish_(std::move(finish)),
       keepAlive_(std::move(keepAlive)),
       queue_(std::move(queue)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 bool ChorusWork::isCompleted() {
   std::lock_guard<std::mutex> lock(mutex_);
