@@ -18,6 +18,9 @@ void CompletionQueue::add(c10::intrusive_ptr<ChorusWork> work) {
 }
 
 void CompletionQueue::settle() {
+  // Two settlers at once (the queue's thread and a caller of Work::wait) could otherwise
+  // complete a later batch while an earlier one is still copying results back.
+  std::lock_guard<std::recursive_mutex> order(orderMutex_);
   std::vector<c10::intrusive_ptr<ChorusWork>> batch;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -4,7 +4,9 @@
 // (chorusStreamSynchronize), not of one operation. A Work is added here only after all
 // its Chorus calls were queued, so one synchronize completes every Work added before it.
 // A thread of its own settles Works nobody waits for (futures, DDP); a thread calling
-// Work::wait settles directly, which saves a thread hand-off on the latency path.
+// Work::wait settles directly, which saves a thread hand-off on the latency path. Settles
+// run one at a time, so Works complete in the order they were added: a Work's completion
+// (its copy back into the user's tensors) is done before any later Work reports completion.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>
@@ -39,6 +41,10 @@ class CompletionQueue {
   chorusComm_t comm_;
   chorusStream_t stream_;
   std::mutex mutex_;
+  // Held for a whole settle (take the batch, synchronize, complete it). Recursive: a
+  // Work's completion may run a future's callback that waits for a later Work on the same
+  // thread.
+  std::recursive_mutex orderMutex_;
   std::condition_variable cv_;
   std::condition_variable idleCv_;
   std::deque<c10::intrusive_ptr<ChorusWork>> pending_;
