@@ -212,6 +212,43 @@ CHORUS_API chorusResult_t chorusGetLaunchInfo(const char** launcher, int* rank, 
 CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config);
 
+/** chorusCommShrink flags. DEFAULT: comm is healthy; operations queued on it finish
+ *  first. ABORT: comm saw a failure; it is revoked first (see chorusCommRevoke), so what is
+ *  in flight returns chorusAborted instead of waiting for a dead rank. */
+#define CHORUS_SHRINK_DEFAULT 0x00
+#define CHORUS_SHRINK_ABORT 0x01
+
+/** Collective over the ranks of comm that are not in excludeRanks (the survivors; the
+ *  excluded ranks, dead or alive, call nothing): every survivor passes the same list, in
+ *  any order, and gets a new communicator of nranks - excludeCount ranks that keeps comm's
+ *  rank order with the excluded ranks removed. Works when the excluded ranks are dead or
+ *  unreachable (it uses neither the bootstrap root nor any excluded rank: the lowest
+ *  surviving rank leads). A bad list (a rank out of range, a duplicate, this rank itself)
+ *  or lists that differ between survivors give an error on every survivor (naming what and
+ *  whose), never a hang. config as for chorusCommInitRankConfig (non-blocking: *newcomm
+ *  is set and chorusInProgress returned once the survivors have agreed); NULL inherits
+ *  comm's timeout. comm itself stays as it was (revoked with CHORUS_SHRINK_ABORT): destroy
+ *  or abort it when done. */
+CHORUS_API chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks,
+                                           int excludeCount, chorusComm_t* newcomm,
+                                           chorusConfig_t* config, int flags);
+
+/** Collective over the ranks of comm still alive: the ranks that have failed, agreed by all
+ *  callers, so each survivor may pass the same list to chorusCommShrink. Every caller probes
+ *  every rank's bootstrap listener (a dead process's is refused at once; one unreachable
+ *  within the communicator's timeout counts as failed), then the lowest live rank merges
+ *  the views and hands every caller the same sorted list. A live rank that does not call it
+ *  within the timeout is counted as failed. Writes at most maxRanks ranks; *count is the
+ *  number of failed ranks (which may exceed maxRanks). Takes up to twice the timeout. */
+CHORUS_API chorusResult_t chorusCommFailedRanks(chorusComm_t comm, int* ranks, int maxRanks,
+                                                int* count);
+
+/** Local: marks comm revoked. Every operation waiting on it returns chorusAborted, and so
+ *  does every later one; chorusCommFailedRanks, chorusCommShrink and chorusCommDestroy
+ *  still work. Other ranks are not told (each survivor revokes its own, or shrinks with
+ *  CHORUS_SHRINK_ABORT). Safe to call from another thread while a collective is blocked. */
+CHORUS_API chorusResult_t chorusCommRevoke(chorusComm_t comm);
+
 /** Waits for every operation queued on comm to finish. Collective-safe: after it, the
  *  communicator can be destroyed without losing work. */
 CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm);

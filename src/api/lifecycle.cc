@@ -8,6 +8,7 @@
 #include "chorus.h"
 #include "src/comm/comm.h"
 #include "src/comm/env_init.h"
+#include "src/comm/shrink.h"
 #include "src/comm/split.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
@@ -201,6 +202,111 @@ static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
   return r;
 }
 
+// Makes every waiting and later operation on comm return chorusAborted (local).
+static void revokeComm(chorusComm_t comm) {
+  comm->abortFlag.store(1);
+  for (auto& t : comm->transports) t->wakeAll();
+}
+
+static chorusResult_t chorusCommShrinkImpl(chorusComm_t comm, const int* excludeRanks,
+                                           int excludeCount, chorusComm_t* newcomm,
+                                           chorusConfig_t* config, int flags) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommShrink"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommShrink"));
+  // Every call from here on is a round of the survivors' handshakes, even one that fails
+  // on its arguments, so the ranks' round counts stay equal (stale messages are told apart
+  // by round).
+  std::unique_lock<std::mutex> ft(comm->ftMutex);
+  ++comm->ftRound;
+  if (!newcomm) CHORUS_FAIL(chorusInvalidArgument, "chorusCommShrink: newcomm is NULL");
+  *newcomm = nullptr;
+  if (flags != CHORUS_SHRINK_DEFAULT && flags != CHORUS_SHRINK_ABORT)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "chorusCommShrink: flags 0x%x; use CHORUS_SHRINK_DEFAULT or CHORUS_SHRINK_ABORT",
+                static_cast<unsigned>(flags));
+  CHORUS_CHECK(checkConfig(config, "chorusCommShrink"));
+  const int n = comm->nranks;
+  if (excludeCount < 0 || excludeCount >= n)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "chorusCommShrink: excludeCount %d must be in [0, %d) (rank %d of %d)",
+                excludeCount, n, comm->rank, n);
+  if (excludeCount > 0 && !excludeRanks)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "chorusCommShrink: excludeRanks is NULL but excludeCount is %d", excludeCount);
+  // The survivors this rank sees, from the usable part of its list; what is wrong with the
+  // rest is told to the leader, so every survivor fails at once rather than at its timeout.
+  std::vector<uint8_t> excluded(static_cast<size_t>(n), 0);
+  std::string bad;
+  for (int i = 0; i < excludeCount; ++i) {
+    const int r = excludeRanks[i];
+    char why[160];
+    if (r < 0 || r >= n) {
+      snprintf(why, sizeof(why), "excludeRanks[%d] = %d is outside [0, %d)", i, r, n);
+    } else if (excluded[static_cast<size_t>(r)]) {
+      snprintf(why, sizeof(why), "excludeRanks[%d] = %d is a duplicate", i, r);
+    } else {
+      excluded[static_cast<size_t>(r)] = 1;
+      continue;
+    }
+    if (bad.empty()) bad = why;
+  }
+  if (excluded[static_cast<size_t>(comm->rank)])
+    CHORUS_FAIL(chorusInvalidArgument,
+                "chorusCommShrink: rank %d excludes itself; an excluded rank does not call "
+                "chorusCommShrink (the survivors go on without it)",
+                comm->rank);
+  if (flags == CHORUS_SHRINK_ABORT) revokeComm(comm);
+  commWaitIdle(comm);  // queued work finishes (or, revoked, fails) first
+  ShrinkResult s;
+  chorusResult_t r;
+  const int64_t start = monotonicNs();
+  {
+    std::lock_guard<std::mutex> lock(comm->execMutex);
+    r = shrinkRendezvous(comm, excluded, bad, &s);
+  }
+  ft.unlock();
+  if (r != chorusSuccess) return r;
+  // The new communicator keeps the parent's timeout unless the config says otherwise.
+  chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
+  inherited.timeoutSeconds = static_cast<int>(std::max<int64_t>(1, comm->timeoutNs / 1000000000ll));
+  r = initRank(newcomm, s.nranks, s.id, s.rank, config ? config : &inherited, "chorusCommShrink");
+  if (r == chorusSuccess)
+    CHORUS_INFO(kLogInit, "rank %d: shrink to %d ranks done in %.3f s; now rank %d", comm->rank,
+                s.nranks, static_cast<double>(monotonicNs() - start) / 1e9, s.rank);
+  return r;
+}
+
+static chorusResult_t chorusCommFailedRanksImpl(chorusComm_t comm, int* ranks, int maxRanks,
+                                                int* count) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommFailedRanks"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommFailedRanks"));
+  if (!count) CHORUS_FAIL(chorusInvalidArgument, "chorusCommFailedRanks: count is NULL");
+  if (maxRanks < 0)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusCommFailedRanks: maxRanks %d must be >= 0", maxRanks);
+  if (maxRanks > 0 && !ranks)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusCommFailedRanks: ranks is NULL but maxRanks is %d",
+                maxRanks);
+  std::vector<int> failed;
+  {
+    std::lock_guard<std::mutex> ft(comm->ftMutex);
+    CHORUS_CHECK(failedRanksAgree(comm, &failed));
+  }
+  *count = static_cast<int>(failed.size());
+  for (int i = 0; i < maxRanks && i < *count; ++i) ranks[i] = failed[static_cast<size_t>(i)];
+  return chorusSuccess;
+}
+
+static chorusResult_t chorusCommRevokeImpl(chorusComm_t comm) {
+  clearThreadLastError();
+  CHORUS_CHECK(commCheck(comm, "chorusCommRevoke"));
+  CHORUS_CHECK(checkInitDone(comm, "chorusCommRevoke"));
+  revokeComm(comm);
+  CHORUS_INFO(kLogInit, "rank %d: communicator revoked", comm->rank);
+  return chorusSuccess;
+}
+
 static chorusResult_t chorusCommFinalizeImpl(chorusComm_t comm) {
   clearThreadLastError();
   CHORUS_CHECK(commCheck(comm, "chorusCommFinalize"));
@@ -275,6 +381,22 @@ static chorusResult_t chorusCommUserRankImpl(const chorusComm_t comm, int* rank)
 CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config) {
   return chorus::recordOnComm(comm, chorusCommSplitImpl(comm, color, key, newcomm, config));
+}
+
+CHORUS_API chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanks,
+                                           int excludeCount, chorusComm_t* newcomm,
+                                           chorusConfig_t* config, int flags) {
+  return chorus::recordOnComm(
+      comm, chorusCommShrinkImpl(comm, excludeRanks, excludeCount, newcomm, config, flags));
+}
+
+CHORUS_API chorusResult_t chorusCommFailedRanks(chorusComm_t comm, int* ranks, int maxRanks,
+                                                int* count) {
+  return chorus::recordOnComm(comm, chorusCommFailedRanksImpl(comm, ranks, maxRanks, count));
+}
+
+CHORUS_API chorusResult_t chorusCommRevoke(chorusComm_t comm) {
+  return chorus::recordOnComm(comm, chorusCommRevokeImpl(comm));
 }
 
 CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm) {

@@ -74,6 +74,11 @@ class Bootstrap {
   virtual void setDeadline(int64_t deadlineNs) = 0;
   /// Makes every blocked and later call return chorusAborted (callable from any thread).
   virtual void abort() = 0;
+  /// Is `peer`'s listener still there? Connects, says hello as a probe (the peer drops it
+  /// silently) and closes: chorusSuccess when the connection was accepted, chorusRemoteError
+  /// when it was refused (the process is gone), chorusTimeout at the deadline (unreachable).
+  /// Uses no state a concurrent call changes: callable from several threads at once.
+  virtual chorusResult_t probe(int peer, int64_t deadlineNs) const = 0;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }

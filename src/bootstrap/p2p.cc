@@ -133,6 +133,11 @@ void SocketBootstrap::vetHello(InConn& c) {
       CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: p2p connection from rank %d", rank_, h.rank);
       return;
     }
+  } else if (h.kind == static_cast<uint16_t>(ConnKind::Probe)) {
+    // A liveness probe (Bootstrap::probe, chorusCommFailedRanks): accepted, then dropped.
+    CHORUS_TRACE(kLogBootstrap, "bootstrap rank %d: liveness probe from rank %d", rank_, h.rank);
+    c.dead = true;
+    return;
   } else {
     reason = "unexpected connection kind";
   }
@@ -230,6 +235,21 @@ chorusResult_t SocketBootstrap::connectPeer(int peer, int64_t deadlineNs) {
   CHORUS_CHECK(sendHandshake(s.get(), secret_, h, deadlineNs, abortFd_.get(), what));
   fd = std::move(s);
   return chorusSuccess;
+}
+
+chorusResult_t SocketBootstrap::probe(int peer, int64_t deadlineNs) const {
+  CHORUS_CHECK(checkUsable("probe"));
+  if (peer < 0 || peer >= nranks_)
+    CHORUS_FAIL(chorusInvalidArgument, "bootstrap probe: peer %d not in [0, %d)", peer, nranks_);
+  if (peer == rank_) return chorusSuccess;
+  char what[160];
+  snprintf(what, sizeof(what), "liveness probe of rank %d at %s from bootstrap rank %d", peer,
+           peers_[static_cast<size_t>(peer)].str().c_str(), rank_);
+  Fd s;
+  CHORUS_CHECK(
+      connectOnce(peers_[static_cast<size_t>(peer)], deadlineNs, abortFd_.get(), &s, what));
+  Hello h = makeHello(ConnKind::Probe, rank_, nranks_);
+  return sendHandshake(s.get(), secret_, h, deadlineNs, abortFd_.get(), what);
 }
 
 chorusResult_t SocketBootstrap::send(int peer, int tag, const void* data, size_t bytes) {

@@ -44,6 +44,7 @@ class SocketBootstrap final : public Bootstrap {
   chorusResult_t recv(int peer, int tag, void* data, size_t bytes) override;
   void setDeadline(int64_t deadlineNs) override { deadline_.store(deadlineNs); }
   void abort() override;
+  chorusResult_t probe(int peer, int64_t deadlineNs) const override;
 
   /// This rank's listener (for tests and logs).
   const SockAddr& listenAddr() const { return listenAddr_; }

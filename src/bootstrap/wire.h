@@ -31,7 +31,7 @@ constexpr uint32_t kMsgMagic = 0x47534d43;    // "CMSG"
 constexpr uint32_t kReplyMagic = 0x50455243;  // "CREP"
 constexpr uint16_t kProtocolVersion = 1;
 
-enum class ConnKind : uint16_t { RootCheckIn = 1, Ring = 2, P2p = 3 };
+enum class ConnKind : uint16_t { RootCheckIn = 1, Ring = 2, P2p = 3, Probe = 4 };
 
 /// A sockaddr_in / sockaddr_in6 as sent on the wire.
 struct WireAddr {

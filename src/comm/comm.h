@@ -155,6 +155,13 @@ struct chorusComm {
 
   /// Non-blocking init runs here.
   std::thread initThread;
+
+  /// Surviving a lost rank (src/comm/shrink.cc): the ranks the survivors agreed have failed
+  /// (chorusCommFailedRanks), and the round number of this rank's last failed-ranks or
+  /// shrink handshake; ftMutex keeps two of them from sharing the bootstrap at once.
+  std::mutex ftMutex;
+  std::vector<int> failedRanks;
+  uint32_t ftRound = 0;
 };
 
 namespace chorus {

@@ -1,0 +1,43 @@
+// shrink.h — going on without lost ranks: the survivors agree which ranks failed
+// (chorusCommFailedRanks) and hand each other a fresh unique id for a smaller communicator
+// (chorusCommShrink), over the parent's bootstrap sockets only.
+//
+// Neither handshake needs the bootstrap root or the ring (either may have died with a
+// rank). Each survivor talks to one leader: the lowest rank it believes alive (failed
+// ranks) or not excluded (shrink), over the direct point-to-point bootstrap sockets. The
+// leader decides and answers every survivor with the same reply, so every survivor returns
+// the same list, or the same error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chorus.h"
+
+struct chorusComm;
+
+namespace chorus {
+
+/// Collective over the ranks of `comm` that are alive: probes every other rank's bootstrap
+/// listener (refused or unreachable within the timeout: failed), then agrees with the others
+/// through the lowest live rank. `*failed` is sorted; on success it is also stored in
+/// comm->failedRanks. The caller holds comm->ftMutex.
+chorusResult_t failedRanksAgree(chorusComm* comm, std::vector<int>* failed);
+
+struct ShrinkResult {
+  int rank = 0;
+  int nranks = 0;
+  chorusUniqueId id{};
+};
+
+/// Collective over the survivors (the ranks of `comm` not in `excluded`, a mask of nranks
+/// bytes). `localError` non-empty means this rank's own list was bad: it still tells the
+/// leader (so every survivor fails at once instead of waiting for it) and then fails with
+/// chorusInvalidArgument. Fails on every survivor when the survivors' lists differ. The
+/// caller holds comm->ftMutex, has counted this call in comm->ftRound (every call that gets
+/// past the handle checks counts, failed or not, so the survivors' rounds stay in step) and
+/// no operation runs on comm.
+chorusResult_t shrinkRendezvous(chorusComm* comm, const std::vector<uint8_t>& excluded,
+                                const std::string& localError, ShrinkResult* out);
+
+}  // namespace chorus
