@@ -236,10 +236,11 @@ CHORUS_API chorusResult_t chorusCommShrink(chorusComm_t comm, const int* exclude
 /** Collective over the ranks of comm still alive: the ranks that have failed, agreed by all
  *  callers, so each survivor may pass the same list to chorusCommShrink. Every caller probes
  *  every rank's bootstrap listener (a dead process's is refused at once; one unreachable
- *  within the communicator's timeout counts as failed), then the lowest live rank merges
- *  the views and hands every caller the same sorted list. A live rank that does not call it
- *  within the timeout is counted as failed. Writes at most maxRanks ranks; *count is the
- *  number of failed ranks (which may exceed maxRanks). Takes up to twice the timeout. */
+ *  within the communicator's timeout T counts as failed), then the lowest live rank merges
+ *  the views and hands every caller the same sorted list. The callers may arrive up to about
+ *  T apart (as they notice the failure); a live rank that has not called it 2 T + 2 s after
+ *  the lowest live rank did is counted as failed (and gets chorusRemoteError). Writes at most
+ *  maxRanks ranks; *count is the number of failed ranks (which may exceed maxRanks). */
 CHORUS_API chorusResult_t chorusCommFailedRanks(chorusComm_t comm, int* ranks, int maxRanks,
                                                 int* count);
 

@@ -18,7 +18,14 @@ namespace {
 
 constexpr int kFtTag = 0x5f7;
 constexpr uint32_t kFtMagic = 0x43465431;  // "CFT1"
-constexpr int64_t kReplySlackNs = 2000000000ll;
+constexpr int64_t kSlackNs = 2000000000ll;
+
+// How long the leader waits for the survivors: they reach the handshake up to one timeout
+// apart (a survivor next to the dead rank sees it at once, one further away when its own
+// wait times out) and may then spend up to one timeout on their probes.
+int64_t leaderWindowNs(const chorusComm* comm) { return 2 * comm->timeoutNs + kSlackNs; }
+// How long a survivor waits for the leader's answer: the leader's window and then some.
+int64_t replyWindowNs(const chorusComm* comm) { return 3 * comm->timeoutNs + 2 * kSlackNs; }
 
 enum class FtKind : uint32_t { FailedRanks = 1, Shrink = 2 };
 
@@ -157,9 +164,9 @@ chorusResult_t failedRanksAgree(chorusComm* comm, std::vector<int>* failed) {
 
   // 2. Agree through the lowest rank this rank found alive.
   const int leader = firstUnset(mask);  // never -1: this rank is alive
-  DeadlineScope dl(comm->bootstrap.get(), monotonicNs() + comm->timeoutNs);
+  DeadlineScope dl(comm->bootstrap.get(), monotonicNs() + leaderWindowNs(comm));
   if (leader != me) {
-    dl.set(monotonicNs() + 2 * comm->timeoutNs + kReplySlackNs);
+    dl.set(monotonicNs() + replyWindowNs(comm));
     chorusResult_t r =
         sendMsg(comm, leader, makeMsg(FtKind::FailedRanks, round, chorusSuccess, "", mask));
     if (r != chorusSuccess)
@@ -225,10 +232,10 @@ chorusResult_t shrinkRendezvous(chorusComm* comm, const std::vector<uint8_t>& ex
   const int me = comm->rank;
   const uint32_t round = comm->ftRound;     // counted by the caller
   const int leader = firstUnset(excluded);  // never -1: this rank is not excluded
-  DeadlineScope dl(comm->bootstrap.get(), monotonicNs() + comm->timeoutNs);
+  DeadlineScope dl(comm->bootstrap.get(), monotonicNs() + leaderWindowNs(comm));
   const chorusResult_t mine = localError.empty() ? chorusSuccess : chorusInvalidArgument;
   if (leader != me) {
-    dl.set(monotonicNs() + 2 * comm->timeoutNs + kReplySlackNs);
+    dl.set(monotonicNs() + replyWindowNs(comm));
     chorusResult_t r =
         sendMsg(comm, leader, makeMsg(FtKind::Shrink, round, mine, localError, excluded));
     if (r != chorusSuccess)

@@ -41,6 +41,15 @@ Cases:
                   where netdelay was not built (libnetfilter-queue-dev missing).
   link_down       the same job, then host 1's link is taken down for good in the switch
                   namespace: every rank returns an error (CHORUS_TIMEOUT_S=20) within 30 s.
+  shrink_kill     2 hosts x 2 ranks started by the test (tests/integration/shrink): rank 3
+                  (host 1) SIGKILLs itself mid all-reduce loop; the survivors fail within
+                  CHORUS_TIMEOUT_S + 5 s (5 + 5), agree on {3} with chorusCommFailedRanks,
+                  shrink to 3 ranks and run 100 checked rounds of every collective; then
+                  rank 2 (host 1 too) dies the same way and ranks 0, 1 go on as 2 ranks.
+                  Nothing left in /dev/shm on any host.
+  shrink_cut      3 ranks on host 0, rank 3 alone on host 1: host 1's link is taken down
+                  (the victim stays alive, cut off); the survivors fail, agree on {3}
+                  (its listener does not answer within the timeout), shrink and check.
 """
 import os
 import re
@@ -53,11 +62,14 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration", "perf"))
 import check_perf_output as cpo  # noqa: E402  (the nccl-tests format checker)
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "lifecycle"))
 import kill_rank  # noqa: E402  (SIGKILL a rank; run_kill drives ranks on any host)
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "shrink"))
+import shrink_test  # noqa: E402  (lose a rank, shrink, go on; run() drives ranks on any host)
 
 CASES = {
     "chorusrun_2x2": 2, "chorusrun_4x1": 4, "mpirun_2x2": 2, "mpirun_4x1": 4,
     "slurm": 3, "early_exit": 2,
     "kill_rank": 2, "loss": 2, "loss_delay": 2, "link_down": 2, "topology_4x2": 4,
+    "shrink_kill": 2, "shrink_cut": 2,
 }
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]
@@ -574,6 +586,57 @@ def case_link_down(c):
                 k.proc.wait()
 
 
+SHRINK_WORKER = "tests/integration/shrink/shrink_worker"
+
+
+def case_shrink_kill(c):
+    try:
+        ranks = shrink_test.run(rank_prefixes(c, 2), c.exe(SHRINK_WORKER),
+                                "%s.1:29613" % c.subnet, "kill", 2, 5)
+        report = shrink_test.check_kill(ranks, 2, 5)
+    except shrink_test.Failure as e:
+        raise Failure(str(e))
+    for l in report:
+        log(l)
+    time.sleep(0.5)
+    left = ["%s: %d" % (c.hosts[h], pid) for h in range(len(c.hosts))
+            for pid, _ in c.pids(h, "shrink_worker")]
+    expect(not left, "processes left behind: %s" % left)
+    shm_clean(c)
+    log("no process and nothing in /dev/shm left on any host")
+
+
+def case_shrink_cut(c):
+    one = rank_prefixes(c, 1)
+    prefixes = [one[0], one[0], one[0], one[1]]  # rank 3 alone on host 1
+    sw = c.name + "-sw"
+    state = {"cut": None}
+
+    def act(ranks):
+        victim = ranks[3]
+        if state["cut"] is None and any("READY-TO-CUT" in l for l in victim.lines):
+            p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"],
+                               capture_output=True, text=True)
+            expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+            state["cut"] = time.time()
+            victim.lines.append("CUT-AT %.3f" % state["cut"])
+            log("host 1's link is down (ip -n %s link set h1 down)" % sw)
+        if state["cut"] is not None and all(k.proc.poll() is not None for k in ranks[:3]):
+            if victim.proc.poll() is None:
+                victim.proc.kill()  # cut off, still waiting: the test ends it
+
+    try:
+        ranks = shrink_test.run(prefixes, c.exe(SHRINK_WORKER), "%s.1:29614" % c.subnet, "cut", 1,
+                                5, on_line=act)
+        report = shrink_test.check_kill(ranks, 1, 5, cut=True)
+    except shrink_test.Failure as e:
+        raise Failure(str(e))
+    for l in report:
+        log(l)
+    shm_clean(c)
+    log("nothing in /dev/shm left on any host")
+
+
 def inner(case, src, build):
     c = Cluster(src, build)
     if case == "chorusrun_2x2":
@@ -598,6 +661,10 @@ def inner(case, src, build):
         case_link_down(c)
     elif case == "topology_4x2":
         case_topology(c)
+    elif case == "shrink_kill":
+        case_shrink_kill(c)
+    elif case == "shrink_cut":
+        case_shrink_cut(c)
     log("%s: PASS" % case)
 
 
