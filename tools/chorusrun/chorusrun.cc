@@ -209,6 +209,7 @@ class Launcher {
   void eventLoop();
   void handleSignals();
   void checkChildren();
+  void noteKeepGoing(const Rank& r, const siginfo_t& info);
   void drainFd(Rank* r, bool isErr, size_t limit);
   void closeOutput(Rank* r, bool isErr);
   void beginTeardown();
@@ -239,6 +240,11 @@ class Launcher {
   int userSignal_ = 0;         // first SIGINT/SIGTERM/SIGHUP received
   int exitCode_ = 0;
   bool exitCodeSet_ = false;  // the job's status is decided (first failure, signal, timeout)
+  // --keep-going: the first failure's status, ranks that exited 0, and whether any rank
+  // exited non-zero on its own (a failure no survivor can have handled).
+  int keepGoingFirst_ = 0;
+  int keepGoingClean_ = 0;
+  bool keepGoingUnhandled_ = false;
 };
 
 Launcher::~Launcher() {
@@ -663,6 +669,18 @@ void Launcher::handleSignals() {
   }
 }
 
+void Launcher::noteKeepGoing(const Rank& r, const siginfo_t& info) {
+  const bool exited = info.si_code == CLD_EXITED;
+  const int status = info.si_status;
+  if (exited && status == 0) {
+    ++keepGoingClean_;
+    return;
+  }
+  const bool bySignal = !exited || (r.remote && status > 128);
+  if (keepGoingFirst_ == 0) keepGoingFirst_ = exited ? status : 128 + status;
+  if (!bySignal) keepGoingUnhandled_ = true;
+}
+
 void Launcher::checkChildren() {
   // Phase 1: see which leaders have exited, without reaping them yet.
   struct Exit {
@@ -699,6 +717,7 @@ void Launcher::checkChildren() {
       drainFd(r, true, kFinalDrainLimit);
     }
     if (!primary) continue;
+    if (opts_.keepGoing) noteKeepGoing(*r, e.info);
     if (opts_.hostMode()) {
       std::string what;
       if (e.info.si_code == CLD_EXITED) {
@@ -714,8 +733,9 @@ void Launcher::checkChildren() {
       failed = true;
       std::string tail;
       if (!stopNoted && others > 0) {
-        tail =
-            "; stopping the other " + std::to_string(others) + " rank" + (others == 1 ? "" : "s");
+        tail = (opts_.keepGoing ? "; --keep-going: the other " : "; stopping the other ") +
+               std::to_string(others) + " rank" + (others == 1 ? "" : "s") +
+               (opts_.keepGoing ? (others == 1 ? " goes on" : " go on") : "");
       }
       stopNoted = true;
       message("%s %s%s", who(*r).c_str(), what.c_str(), tail.c_str());
@@ -736,7 +756,10 @@ void Launcher::checkChildren() {
       if (firstSignal == 0) firstSignal = sig;
     }
   }
-  if (failed) {
+  if (failed && opts_.keepGoing) {
+    if (others > 0 && !opts_.hostMode())
+      message("--keep-going: the other %d rank%s", others, others == 1 ? " goes on" : "s go on");
+  } else if (failed) {
     if (!exitCodeSet_) {
       exitCode_ = firstSignal != 0 ? 128 + firstSignal : maxStatus;
       exitCodeSet_ = true;
@@ -868,6 +891,16 @@ int Launcher::run() {
   }
   eventLoop();
   finalDrain();
+  if (opts_.keepGoing && !exitCodeSet_ && keepGoingFirst_ != 0) {
+    // The rule of --keep-going (see --help): lost ranks are fine if the others finished.
+    const bool handled = keepGoingClean_ > 0 && !keepGoingUnhandled_;
+    message("--keep-going: %d rank%s exited 0; %s", keepGoingClean_,
+            keepGoingClean_ == 1 ? "" : "s",
+            handled ? "the lost ranks were handled, exit status 0"
+                    : ("exit status " + std::to_string(keepGoingFirst_) + " (the first failure's)")
+                          .c_str());
+    return handled ? 0 : keepGoingFirst_;
+  }
   return exitCode_;
 }
 

@@ -87,6 +87,8 @@ std::string usageText() {
          "                        stderr to stderr, whole lines only); without it ranks\n"
          "                        share chorusrun's stdout/stderr untouched\n"
          "  --timeout SECONDS     kill the job and exit 124 if it runs longer than SECONDS\n"
+         "  --keep-going          a rank that fails does not stop the others (programs that\n"
+         "                        shrink their communicator and go on); see Exit status\n"
          "  --wdir DIR            run the ranks in DIR (a relative CMD is taken from DIR;\n"
          "                        remote ranks run in DIR, default chorusrun's directory)\n"
          "  -h, --help            show this help and exit\n"
@@ -108,7 +110,11 @@ std::string usageText() {
          "agent's). When a rank fails, the others (and the agents) get SIGTERM and,\n"
          "2 s later, SIGKILL. 124: --timeout expired; 130/143: chorusrun got\n"
          "SIGINT/SIGTERM; 127/126: CMD (or the launch agent) not found/not\n"
-         "executable; 2: usage error.\n";
+         "executable; 2: usage error.\n"
+         "With --keep-going chorusrun waits for every rank, and exits 0 if at least one\n"
+         "rank exited 0 and every other rank either exited 0 or was killed by a signal\n"
+         "(a lost rank the survivors handled; a remote rank's agent status above 128\n"
+         "counts as a signal); otherwise with the first failure's status as above.\n";
 }
 
 ParseResult parseOptions(int argc, char** argv, Options* out) {
@@ -221,6 +227,9 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
     } else if (name == "--oversubscribe") {
       if (!noValue()) return usageError("option '" + name + "' takes no value");
       opts.oversubscribe = true;
+    } else if (name == "--keep-going") {
+      if (!noValue()) return usageError("option '" + name + "' takes no value");
+      opts.keepGoing = true;
     } else if (name == "--launch-agent") {
       std::string v;
       if (!takesValue(&v)) return usageError("option '--launch-agent' needs a command");

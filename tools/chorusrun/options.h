@@ -40,6 +40,7 @@ struct Options {
   std::vector<Placement> placements;  // per rank (np entries when hosts is not empty)
   std::vector<int> localSizes;        // ranks per host
   bool oversubscribe = false;
+  bool keepGoing = false;  // --keep-going: a failed rank does not stop the others
   std::vector<std::string> launchAgent{"ssh"};  // --launch-agent, split on whitespace
   std::string rendezvousAddr;                   // --rendezvous-addr (empty: found automatically)
 

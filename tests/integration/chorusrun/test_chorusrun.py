@@ -400,6 +400,46 @@ class ChorusrunTest(LauncherTestBase):
         self.assertIn(rc, (4, 5, 6), err)
         self.assertRegex(err, r"chorusrun: rank \d \(pid \d+\) exited with status %d" % rc)
 
+    # --- --keep-going: a lost rank does not stop the others ------------------
+
+    def keep_going(self, script, n=3):
+        return run(["--keep-going", "-np", str(n), "sh", "-c", script], timeout=30)
+
+    def test_keep_going_lost_rank_handled(self):
+        # Rank 1 dies by SIGKILL; the others go on, finish and exit 0: the job exits 0.
+        rc, out, err, _ = self.keep_going(
+            '[ $CHORUS_RANK = 1 ] && kill -9 $$; sleep 0.5; echo "done $CHORUS_RANK"')
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(out.splitlines()), ["done 0", "done 2"])
+        self.assertRegex(err, r"chorusrun: rank 1 \(pid \d+\) killed by signal 9 \(Killed\)")
+        # (rank 2 may not have been started yet when rank 1 dies)
+        self.assertRegex(err, r"chorusrun: --keep-going: the other (2 ranks go|1 rank goes) on")
+        self.assertIn("the lost ranks were handled, exit status 0", err)
+
+    def test_keep_going_survivor_fails(self):
+        # A survivor that exits non-zero later: the job has the first failure's status.
+        rc, out, err, _ = self.keep_going(
+            '[ $CHORUS_RANK = 1 ] && kill -9 $$; sleep 0.3; [ $CHORUS_RANK = 2 ] && exit 5; '
+            'sleep 0.3; echo "done $CHORUS_RANK"')
+        self.assertEqual(rc, 137, err)
+        self.assertEqual(out.splitlines(), ["done 0"])
+        self.assertRegex(err, r"rank 2 \(pid \d+\) exited with status 5")
+
+    def test_keep_going_nonzero_exit_is_not_handled(self):
+        # No signal: a rank's own non-zero exit is a failure no survivor handled.
+        rc, out, err, _ = self.keep_going('[ $CHORUS_RANK = 1 ] && exit 4; sleep 0.3')
+        self.assertEqual(rc, 4, err)
+
+    def test_keep_going_all_lost(self):
+        rc, out, err, _ = self.keep_going("kill -9 $$")
+        self.assertEqual(rc, 137, err)
+
+    def test_keep_going_timeout_still_applies(self):
+        rc, out, err, elapsed = run(["--keep-going", "--timeout", "1", "-np", "2", "sh", "-c",
+                                     "[ $CHORUS_RANK = 1 ] && kill -9 $$; sleep 60"], timeout=30)
+        self.assertEqual(rc, 124, err)
+        self.assertLess(elapsed, 10)
+
     def signal_test(self, sig, expect_rc):
         p = subprocess.Popen([CHORUSRUN] + self.sleeper_args(3), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
