@@ -16,8 +16,6 @@ namespace chorus {
 
 namespace {
 
-constexpr int kFtTag = 0x5f7;
-constexpr uint32_t kFtMagic = 0x43465431;  // "CFT1"
 constexpr int64_t kSlackNs = 2000000000ll;
 
 // How long the leader waits for the survivors: they reach the handshake up to one timeout
@@ -27,23 +25,11 @@ int64_t leaderWindowNs(const chorusComm* comm) { return 2 * comm->timeoutNs + kS
 // How long a survivor waits for the leader's answer: the leader's window and then some.
 int64_t replyWindowNs(const chorusComm* comm) { return 3 * comm->timeoutNs + 2 * kSlackNs; }
 
-enum class FtKind : uint32_t { FailedRanks = 1, Shrink = 2 };
-
 const char* kindName(uint32_t k) {
   return k == static_cast<uint32_t>(FtKind::FailedRanks) ? "chorusCommFailedRanks"
          : k == static_cast<uint32_t>(FtKind::Shrink)    ? "chorusCommShrink"
                                                          : "an unknown call";
 }
-
-// One handshake message: this header, then nranks bytes of mask (1 = failed / excluded).
-struct FtHeader {
-  uint32_t magic;
-  uint32_t kind;
-  uint32_t round;  // the sender's comm->ftRound: stale messages (a lower round) are skipped
-  int32_t status;  // chorusResult_t; anything but chorusSuccess carries `detail`
-  chorusUniqueId id;
-  char detail[256];
-};
 
 struct FtMsg {
   FtHeader hdr{};

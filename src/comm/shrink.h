@@ -9,6 +9,7 @@
 // the same list, or the same error.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,21 @@
 struct chorusComm;
 
 namespace chorus {
+
+/// The handshakes' wire format (bootstrap point-to-point messages with tag kFtTag): an
+/// FtHeader, then nranks bytes of mask (1 = failed / excluded). Non-leaders send their view;
+/// the leader answers each with the decision (status, detail, id or the agreed mask).
+constexpr int kFtTag = 0x5f7;
+constexpr uint32_t kFtMagic = 0x43465431;  // "CFT1"
+enum class FtKind : uint32_t { FailedRanks = 1, Shrink = 2 };
+struct FtHeader {
+  uint32_t magic;
+  uint32_t kind;   // FtKind
+  uint32_t round;  // the sender's comm->ftRound: stale messages (a lower round) are skipped
+  int32_t status;  // chorusResult_t; anything but chorusSuccess carries `detail`
+  chorusUniqueId id;
+  char detail[256];
+};
 
 /// Collective over the ranks of `comm` that are alive: probes every other rank's bootstrap
 /// listener (refused or unreachable within the timeout: failed), then agrees with the others
