@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace trainer {
 
@@ -40,6 +41,13 @@ class Comm {
   void broadcast(void* buf, size_t count, chorusDataType_t type, int root);
   void allGather(const void* send, void* recv, size_t countPerRank, chorusDataType_t type);
   void barrier();
+
+  /// --elastic (defined in trainer/elastic.cc): after a collective failed, agrees with the
+  /// other survivors on the lost ranks and shrinks the communicator to the survivors (rank
+  /// and size change). Returns the lost ranks (old numbering); empty: none lost, unchanged.
+  /// `agreeSeconds`: the chorusCommFailedRanks part (it waits for the slowest survivor to
+  /// notice the loss), `shrinkSeconds`: chorusCommShrink (both may be null).
+  std::vector<int> shrinkToSurvivors(double* agreeSeconds, double* shrinkSeconds);
 
   /// All-reduces issued so far (asynchronous and blocking).
   uint64_t allReduceCalls() const { return allReduceCalls_; }

@@ -36,6 +36,7 @@ const char kUsage[] =
     "  --trace FILE           write a Chrome trace of the first --trace-steps steps\n"
     "  --trace-steps N        steps to trace (default 20)\n"
     "  --no-progress          no progress bar\n"
+    "  --elastic              when a rank dies, go on with the survivors (docs/TRAINER.md)\n"
     "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
 
 int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
@@ -124,6 +125,8 @@ bool parseOptions(int argc, char** argv, Options* o) {
       o->traceSteps = toInt(a, value(), 1, kBig);
     else if (a == "--no-progress")
       o->progress = false;
+    else if (a == "--elastic")
+      o->elastic = true;
     else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }

@@ -33,6 +33,7 @@ struct Options {
   std::string trace;        // Chrome trace JSON ("%r": per rank; else rank 0 only)
   int64_t traceSteps = 20;  // optimizer steps recorded in the trace
   bool progress = true;
+  bool elastic = false;  // keep training on the survivors when a rank dies (elastic.h)
 };
 
 /// Parses argv. Throws std::invalid_argument with a message naming the bad flag.

@@ -16,6 +16,7 @@ void saveCheckpoint(const std::string& path, torch::nn::Module& model,
     archive.write("optimizer", optimizerArchive);
     archive.write("progress",
                   torch::tensor({progress.epochsDone, progress.steps, progress.microSteps}));
+    archive.write("world_size", torch::tensor({int64_t(comm.size())}));  // --elastic shrinks it
     std::string tmp = path + ".tmp";
     archive.save_to(tmp);
     if (std::rename(tmp.c_str(), path.c_str()) != 0)

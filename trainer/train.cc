@@ -6,6 +6,7 @@
 
 #include "trainer/dataset.h"
 #include "trainer/ddp.h"
+#include "trainer/elastic.h"
 #include "trainer/evaluate.h"
 #include "trainer/models.h"
 #include "trainer/progress.h"
@@ -51,8 +52,8 @@ struct EpochTally {
 }  // namespace
 
 void train(const Options& opts, Comm& comm) {
-  const int rank = comm.rank(), world = comm.size();
-  const bool talk = rank == 0;  // logging from rank 0 only
+  int rank = comm.rank(), world = comm.size();  // --elastic: both change when ranks die
+  bool talk = rank == 0;                        // logging from rank 0 only
   const torch::ScalarType dtype = opts.useDouble ? torch::kDouble : torch::kFloat;
 
   Split trainSet = toTensors(loadFashionMnist(opts.dataDir, "train"), opts.trainLimit, dtype);
@@ -88,7 +89,7 @@ void train(const Options& opts, Comm& comm) {
   const int64_t n = trainSet.images.size(0);
   DistributedSampler sampler(n, rank, world, /*shuffle=*/true, opts.seed);
   const int64_t microPerEpoch = sampler.samplesPerRank() / opts.batch;
-  const int64_t stepsPerEpoch = microPerEpoch / opts.accum;
+  int64_t stepsPerEpoch = microPerEpoch / opts.accum;
   if (stepsPerEpoch == 0)
     throw std::invalid_argument("--batch x --accum (" + std::to_string(opts.batch * opts.accum) +
                                 ") exceeds the " + std::to_string(sampler.samplesPerRank()) +
@@ -107,46 +108,71 @@ void train(const Options& opts, Comm& comm) {
   for (int64_t epoch = progress.epochsDone; epoch < opts.epochs && !stop; ++epoch) {
     sampler.setEpoch(epoch);
     std::vector<int64_t> mine = sampler.indices();
+    int64_t shardSteps = stepsPerEpoch;  // --elastic: steps of `mine` (changes after a loss)
+    ElasticPosition pos;                 // samples of the epoch that completed steps used
     ProgressBar bar(talk && opts.progress, stepsPerEpoch,
                     "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(opts.epochs));
     EpochTally tally;
     const double waitBefore = comm.waitSeconds();
     const auto epochStart = std::chrono::steady_clock::now();
     int64_t stepsThisEpoch = 0;
-    for (int64_t step = 0; step < stepsPerEpoch; ++step) {
+    for (int64_t step = 0; step < shardSteps; ++step) {
       if (opts.maxSteps > 0 && progress.steps >= opts.maxSteps) {
         stop = true;
         break;
       }
       const bool tracing = trace.enabled() && progress.steps - firstStep < opts.traceSteps;
       ddp.setTracing(tracing);
-      for (int64_t m = 0; m < opts.accum; ++m) {
-        ddp.setSync(m == opts.accum - 1);  // no_sync for all but the last micro-batch
-        int64_t at = (step * opts.accum + m) * opts.batch;
-        torch::Tensor idx = torch::from_blob(mine.data() + at, {opts.batch}, torch::kLong);
-        torch::Tensor x = trainSet.images.index_select(0, idx);
-        torch::Tensor y = trainSet.labels.index_select(0, idx);
-        if (bufferSync) ddp.syncBuffers();
-        double t0 = trace.nowUs();
-        torch::Tensor logits = model->forward(x);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
-        double t1 = trace.nowUs();
-        ddp.prepareBackward();
-        // Each micro-batch's loss is a mean over its samples; dividing by accum makes the
-        // accumulated gradient the mean over all accum x batch samples.
-        (loss / double(opts.accum)).backward();
-        double t2 = trace.nowUs();
-        ddp.finishBackward();
-        if (tracing) {
-          trace.span("forward", TraceWriter::kMainLane, t0, t1);
-          trace.span(
-              "backward", TraceWriter::kMainLane, t1, t2,
-              "\"step\":" + std::to_string(progress.steps) + ",\"micro\":" + std::to_string(m));
+      const auto stepStart = std::chrono::steady_clock::now();
+      const int64_t microAtStart = progress.microSteps;
+      try {
+        for (int64_t m = 0; m < opts.accum; ++m) {
+          ddp.setSync(m == opts.accum - 1);  // no_sync for all but the last micro-batch
+          int64_t at = (step * opts.accum + m) * opts.batch;
+          torch::Tensor idx = torch::from_blob(mine.data() + at, {opts.batch}, torch::kLong);
+          torch::Tensor x = trainSet.images.index_select(0, idx);
+          torch::Tensor y = trainSet.labels.index_select(0, idx);
+          if (bufferSync) ddp.syncBuffers();
+          double t0 = trace.nowUs();
+          torch::Tensor logits = model->forward(x);
+          torch::Tensor loss = torch::nn::functional::cross_entropy(logits, y);
+          double t1 = trace.nowUs();
+          ddp.prepareBackward();
+          // Each micro-batch's loss is a mean over its samples; dividing by accum makes the
+          // accumulated gradient the mean over all accum x batch samples.
+          (loss / double(opts.accum)).backward();
+          double t2 = trace.nowUs();
+          ddp.finishBackward();
+          if (tracing) {
+            trace.span("forward", TraceWriter::kMainLane, t0, t1);
+            trace.span(
+                "backward", TraceWriter::kMainLane, t1, t2,
+                "\"step\":" + std::to_string(progress.steps) + ",\"micro\":" + std::to_string(m));
+          }
+          tally.lossSum += loss.item<double>() * double(opts.batch);
+          tally.correct += double(logits.argmax(1).eq(y).sum().item<int64_t>());
+          tally.samples += double(opts.batch);
+          ++progress.microSteps;
         }
-        tally.lossSum += loss.item<double>() * double(opts.batch);
-        tally.correct += double(logits.argmax(1).eq(y).sum().item<int64_t>());
-        tally.samples += double(opts.batch);
-        ++progress.microSteps;
+      } catch (const std::exception& e) {
+        if (!opts.elastic) throw;
+        // A rank died (or was cut off): go on with the survivors from the last completed
+        // step, on what is left of this epoch (trainer/elastic.h).
+        pos.steps = progress.steps;
+        pos.microSteps = microAtStart;
+        elasticRecover(comm, ddp, optimizer, &pos, e.what(), secondsSince(stepStart));
+        rank = comm.rank();
+        world = comm.size();
+        talk = rank == 0;
+        progress.steps = pos.steps;
+        progress.microSteps = pos.microSteps;
+        sampler = DistributedSampler(n, rank, world, /*shuffle=*/true, opts.seed);
+        sampler.setEpoch(epoch);
+        mine = elasticShard(sampler.paddedOrder(), n, pos.consumed, rank, world);
+        shardSteps = int64_t(mine.size()) / (opts.batch * opts.accum);
+        stepsPerEpoch = sampler.samplesPerRank() / opts.batch / opts.accum;
+        step = -1;
+        continue;
       }
       double t3 = trace.nowUs();
       optimizer.step();
@@ -154,6 +180,7 @@ void train(const Options& opts, Comm& comm) {
       if (tracing) trace.span("optimizer step", TraceWriter::kMainLane, t3, trace.nowUs());
       ++progress.steps;
       ++stepsThisEpoch;
+      pos.consumed += opts.batch * opts.accum * world;
       bar.update(step + 1, tally.samples > 0 ? tally.lossSum / tally.samples : 0.0);
     }
     bar.finish();

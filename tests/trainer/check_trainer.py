@@ -6,7 +6,7 @@ usage: check_trainer.py CHORUSRUN CHORUS_TRAIN CASE
 cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, trace_overlap,
                        bad_input, mpirun
       (suite multinode): cluster
-      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp
+      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp
 Exit 0 pass, 1 fail, 77 skipped (no dataset).
 """
 import json
@@ -133,6 +133,113 @@ def case_accuracy_cnn(chorusrun, trainer, tmp):
 
 def case_accuracy_mlp(chorusrun, trainer, tmp):
     accuracy_run(chorusrun, trainer, "mlp", 85.0)
+
+
+def find_rank_pid(tag, rank):
+    """Pid of the chorus-train process of rank `rank` in the job whose environment holds
+    CHORUS_TEST_TAG=tag (chorusrun forks the ranks; their environment says who is who)."""
+    want = {b"CHORUS_TEST_TAG=" + tag.encode(), b"CHORUS_RANK=%d" % rank}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if want <= env and b"chorus-train" in cmd:
+            return int(pid)
+    return None
+
+
+ELASTIC_TIMEOUT_S = 10  # CHORUS_TIMEOUT_S of the --elastic runs: detection <= this + 5 s
+
+
+def elastic_run(chorusrun, trainer, np_, args, victim=None, kill_after_s=None, timeout=1800):
+    """chorusrun --keep-going -np N chorus-train --elastic ARGS; with a victim, SIGKILL that
+    rank `kill_after_s` seconds after rank 0 printed its epoch 1 line (early in epoch 2;
+    rank 0's stdout is a pipe, so the header only arrives with that first flush)."""
+    import signal
+    import threading
+    import time
+    import uuid
+    tag = uuid.uuid4().hex
+    cmd = [chorusrun, "--keep-going", "-np", str(np_), "--timeout", str(timeout),
+           "-x", "CHORUS_TEST_TAG=" + tag, "-x", "CHORUS_TIMEOUT_S=%d" % ELASTIC_TIMEOUT_S,
+           trainer, "--elastic"] + args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out_lines, err_lines = [], []
+    readers = [threading.Thread(target=lambda f, into: into.extend(f), args=(p.stdout, out_lines)),
+               threading.Thread(target=lambda f, into: into.extend(f), args=(p.stderr, err_lines))]
+    for t in readers:
+        t.start()
+    try:
+        if victim is not None:
+            t0 = time.time()
+            while not any(l.startswith("epoch 1/") for l in out_lines):
+                if p.poll() is not None or time.time() - t0 > 300:
+                    raise Failure("the job did not start training:\n" + "".join(out_lines + err_lines))
+                time.sleep(0.05)
+            time.sleep(kill_after_s)
+            pid = find_rank_pid(tag, victim)
+            if pid is None:
+                raise Failure(f"rank {victim} of the job not found (finished already?)")
+            os.kill(pid, signal.SIGKILL)
+            print(f"SIGKILLed rank {victim} (pid {pid}) {kill_after_s} s after epoch 1 ended",
+                  flush=True)
+        p.wait(timeout=timeout + 30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for t in readers:
+            t.join(timeout=10)
+    out, err = "".join(out_lines), "".join(err_lines)
+    if p.returncode != 0:
+        raise Failure(f"{' '.join(cmd)} exited {p.returncode}\n{out}\n{err}")
+    return out, err
+
+
+def final_accuracy(out, epochs):
+    last = [l for l in out.splitlines() if l.startswith(f"epoch {epochs}/{epochs}")]
+    if len(last) != 1:
+        raise Failure(f"no epoch {epochs} line in:\n{out}")
+    return float(last[0].split("test-acc")[1].split("%")[0])
+
+
+def case_elastic_mlp(chorusrun, trainer, tmp):
+    """Acceptance of --elastic: 4 ranks, MLP, 2 epochs on all of Fashion-MNIST; rank 3 is
+    SIGKILLed 4 s into epoch 2; the 3 survivors finish within 1 point of an uninterrupted run's
+    test accuracy, and the log says when the loss was noticed and how long the shrink took."""
+    args = ["--model", "mlp", "--epochs", "2", "--no-progress", "--checkpoint",
+            os.path.join(tmp, "elastic.ckpt")]
+    ref, _ = elastic_run(chorusrun, trainer, 4, args)
+    print(ref)
+    ref_acc = final_accuracy(ref, 2)
+    out, err = elastic_run(chorusrun, trainer, 4, args, victim=3, kill_after_s=4)
+    print(out)
+    print(err)
+    acc = final_accuracy(out, 2)
+    events = [l for l in out.splitlines() if l.startswith("elastic: lost rank(s) {3} of 4")]
+    if len(events) != 1:
+        raise Failure(f"expected one 'elastic: lost rank(s) {{3}} of 4' line:\n{out}")
+    if "killed by signal 9" not in err or "exit status 0" not in err:
+        raise Failure(f"chorusrun --keep-going did not report the loss as handled:\n{err}")
+    noticed = float(events[0].split("noticed ")[1].split(" s")[0])
+    agreed = float(events[0].split("survivors agreed in ")[1].split(" s")[0])
+    shrink = float(events[0].split("shrink to 3 rank(s) took ")[1].split(" s")[0])
+    # Rank 0 noticed after `noticed`; the agreement ends when the last survivor has noticed
+    # (and probed): their sum bounds every survivor's detection.
+    print(f"loss noticed by rank 0 {noticed:.2f} s into the step, by every survivor within "
+          f"{noticed + agreed:.2f} s (bound {ELASTIC_TIMEOUT_S + 5} s); shrink {shrink:.3f} s")
+    if noticed + agreed > ELASTIC_TIMEOUT_S + 5:
+        raise Failure(f"the loss was noticed after {noticed + agreed:.2f} s "
+                      f"(> CHORUS_TIMEOUT_S + 5)")
+    print(f"test accuracy: uninterrupted 4 ranks {ref_acc:.2f}%, rank 3 killed {acc:.2f}%")
+    if abs(acc - ref_acc) > 1.0:
+        raise Failure(f"test accuracy {acc:.2f}% is more than 1 point from {ref_acc:.2f}%")
 
 
 def case_accum(chorusrun, trainer, tmp):
