@@ -8,11 +8,13 @@ No launcher: this script starts every rank itself (CHORUS_RANK / CHORUS_WORLD_SI
 CHORUS_INIT=tcp://127.0.0.1:PORT), so a rank's death is seen by the library alone. What it
 requires (see shrink_worker.cc for the ranks' side):
   kill     the last rank SIGKILLs itself (exit by SIGKILL); every survivor's call fails
-           within CHORUS_TIMEOUT_S + 5 s of the kill, chorusCommFailedRanks gives the same
+           within CHORUS_TIMEOUT_S + 5 s of the kill, after chorusCommRevoke the next call
+           returns chorusAborted at once, chorusCommFailedRanks gives the same
            list on every survivor (the dead rank), the shrink succeeds and 100 rounds of every
            collective on the smaller communicator are exact; --victims K repeats it K times
            (4 -> 3 -> 2).
-  healthy  the last rank is alive and idle; the others shrink it away and check.
+  healthy  the last rank is alive and idle; the others shrink it away (the new
+           communicator's init non-blocking) and check.
   bad      every bad list fails with chorusInvalidArgument on every rank that passed it;
            afterwards the parent still works and a good shrink succeeds.
 Always: every process exits as expected within the time limit, and /dev/shm holds nothing
@@ -148,6 +150,9 @@ def check_kill(ranks, victims, timeout_s, cut=False):
             if len(ck) <= step or int(ck[step].group(1)) != n - step - 1:
                 raise Failure("rank %d: no checked collectives on %d ranks:\n    %s"
                               % (k.rank, n - step - 1, k.tail()))
+            if len(k.find(r"REVOKED next call chorusAborted")) <= step:
+                raise Failure("rank %d: no prompt chorusAborted after chorusCommRevoke:\n    %s"
+                              % (k.rank, k.tail()))
             lists.add(fl.group(1))
             report.append("victim %d: rank %d detected after %.2f s (%s), failed %s agreed in "
                           "%s s, shrink to %s ranks in %s s" % (
@@ -171,7 +176,7 @@ def check_healthy(ranks):
             raise Failure("rank %d: exit status %d:\n    %s" % (k.rank, k.proc.returncode, k.tail()))
         if k.rank == n - 1:
             continue
-        sh = k.find(r"SHRUNK n=(\d+) shrink_s=([0-9.]+)")
+        sh = k.find(r"SHRUNK n=(\d+) shrink_s=([0-9.]+) \(non-blocking\)")
         if not sh or not k.find(r"CHECKS OK n=%d" % (n - 1)):
             raise Failure("rank %d: no shrink or checks:\n    %s" % (k.rank, k.tail()))
         report.append("rank %d: shrink to %s ranks in %s s; checks ok" % (

@@ -218,6 +218,18 @@ std::string listText(const int* v, int k) {
 chorusComm_t recover(chorusComm_t comm) {
   int n = 0;
   OK(chorusCommCount(comm, &n), comm);
+  // Revoke first: every later call on the failed communicator must fail at once with
+  // chorusAborted (no wait for the dead rank); FailedRanks and Shrink still work.
+  OK(chorusCommRevoke(comm), comm);
+  {
+    float x = 1;
+    const double t0 = mono();
+    chorusResult_t r = chorusAllReduce(&x, &x, 1, chorusFloat32, chorusSum, comm, nullptr);
+    if (r != chorusAborted)
+      die(1, "all-reduce after chorusCommRevoke (want chorusAborted)", r, comm);
+    std::printf("rank %d: REVOKED next call chorusAborted in %.3f s: %s\n", gRank, mono() - t0,
+                chorusGetLastError(comm));
+  }
   std::vector<int> failed(static_cast<size_t>(n));
   int nf = 0;
   double t0 = mono();
@@ -291,11 +303,24 @@ int main(int argc, char** argv) {
       std::printf("rank %d: DONE\n", gRank);
       return 0;
     }
+    // The new communicator's init is non-blocking here (config.blocking = 0): the shrink
+    // returns chorusInProgress with *newcomm set once the survivors agreed; poll until done.
     const int ex = n - 1;
     chorusComm_t next = nullptr;
+    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.timeoutSeconds = 30;
     const double t0 = mono();
-    OK(chorusCommShrink(comm, &ex, 1, &next, nullptr, CHORUS_SHRINK_DEFAULT), comm);
-    std::printf("rank %d: SHRUNK n=%d shrink_s=%.3f\n", gRank, n - 1, mono() - t0);
+    chorusResult_t r = chorusCommShrink(comm, &ex, 1, &next, &cfg, CHORUS_SHRINK_DEFAULT);
+    if (r != chorusInProgress || next == nullptr)
+      die(1, "non-blocking shrink (want chorusInProgress)", r, comm);
+    chorusResult_t async = chorusInProgress;
+    while (async == chorusInProgress) {
+      OK(chorusCommGetAsyncError(next, &async), next);
+      if (async == chorusInProgress) usleep(1000);
+    }
+    if (async != chorusSuccess) die(2, "non-blocking shrink's init", async, next);
+    std::printf("rank %d: SHRUNK n=%d shrink_s=%.3f (non-blocking)\n", gRank, n - 1, mono() - t0);
     std::fflush(stdout);
     OK(chorusCommDestroy(comm), nullptr);
     checks(next);
