@@ -3,9 +3,14 @@
 # MPI (btl tcp,self) next to the link's own ceiling (iperf3), in one run, as markdown.
 #
 # Usage: perf/compare_tcp.sh BUILD_DIR          (needs root: it brings up tools/cluster)
-#   env ROUNDS=2  rounds per sweep; each round runs Chorus then Open MPI back to back and
-#                 the table keeps each one's best time per size
+#   env ROUNDS=5  rounds per sweep; each round runs Chorus then Open MPI back to back
+#                 (interleaved) and the table shows each one's median time per size
 #   env RAW=DIR   keep every run's output in DIR
+#   env ONLY=small|large   run one of the two sweeps (default both)
+#   env CHECK=0   skip the closing -c 1 correctness run (quick iterations only)
+#   env CHORUS=BIN  another all_reduce_perf to stand in for Chorus (e.g. an older build's)
+#   env BASE=BIN    a second Chorus all_reduce_perf (e.g. main's) run in every round too,
+#                   shown in extra columns: before/after in the same run
 #
 # Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
 # by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
@@ -26,7 +31,7 @@ if [ "${1:-}" != "--inner" ]; then
 fi
 
 BUILD=$2
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-5}
 read -r H0 H1 <<< "$CHORUS_CLUSTER_HOSTS"
 CLUSTER=("$SRC/tools/cluster" exec --name "$CHORUS_CLUSTER_NAME")
 AGENT=$CHORUS_CLUSTER_AGENT
@@ -71,22 +76,34 @@ SWEEPS=(
   "small -b 8 -e 64K -f 4 -n 200 -w 20"
   "large -b 256K -e 256M -f 4 -n 5 -w 1"
 )
+CHORUS_BIN=${CHORUS:-$BUILD/perf/all_reduce_perf}
 for sweep in "${SWEEPS[@]}"; do
   read -r name flags <<< "$sweep"
+  [ -z "${ONLY:-}" ] || [ "$ONLY" = "$name" ] || continue
   for round in $(seq 1 "$ROUNDS"); do
     log "$name round $round/$ROUNDS: chorus"
     # shellcheck disable=SC2086
-    on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" $flags -c 0 \
+    on "$H0" "${CHORUSRUN[@]}" "$CHORUS_BIN" $flags -c 0 \
         --csv "$TMP/chorus.$name.$round.csv" > "$TMP/chorus.$name.$round.txt"
+    if [ -n "${BASE:-}" ]; then
+      log "$name round $round/$ROUNDS: base"
+      # shellcheck disable=SC2086
+      on "$H0" "${CHORUSRUN[@]}" "$BASE" $flags -c 0 \
+          --csv "$TMP/base.$name.$round.csv" > "$TMP/base.$name.$round.txt"
+    fi
     log "$name round $round/$ROUNDS: mpi"
     # shellcheck disable=SC2086
     on "$H0" "${MPIRUN[@]}" "$BUILD/perf/all_reduce_mpi_perf" $flags -c 0 \
         --csv "$TMP/mpi.$name.$round.csv" > "$TMP/mpi.$name.$round.txt"
   done
 done
-log "correctness: chorus -c 1 over the whole range"
-on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" -b 8 -e 256M -f 4 -n 1 -w 0 -c 1 \
-    > "$TMP/chorus.check.txt"
+if [ "${CHECK:-1}" = 1 ]; then
+  log "correctness: chorus -c 1 over the whole range"
+  on "$H0" "${CHORUSRUN[@]}" "$CHORUS_BIN" -b 8 -e 256M -f 4 -n 1 -w 0 -c 1 \
+      > "$TMP/chorus.check.txt"
+else
+  echo "# skipped (CHECK=0)" > "$TMP/chorus.check.txt"
+fi
 WRONG=$(awk '!/^#/ && NF == 13 { w += $9 + $13 } END { print w + 0 }' "$TMP/chorus.check.txt")
 ELAPSED=$SECONDS
 
@@ -97,7 +114,7 @@ cat <<EOF
   private \`/dev/shm\`), one rank each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
   Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
 - Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
-- Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS; best time per size over the rounds;
+- Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS interleaved rounds; median time and busbw per size;
   out-of-place; float32 sum).
 - Chorus: \`chorusrun -H h0:1,h1:1 --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
@@ -108,33 +125,41 @@ cat <<EOF
   at full speed at once.
 - Correctness: \`-c 1\` from 8 B to 256 MiB over the same link: #wrong total $WRONG.
 
-| size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |
-|---:|---:|---:|---:|---:|---:|
+| size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |${BASE:+ before time (us) | before busbw (GB/s) | speedup (before / Chorus) |}
+|---:|---:|---:|---:|---:|---:|${BASE:+---:|---:|---:|}
 EOF
-cat "$TMP"/chorus.*.*.csv | grep -v '^collective' | sed 's/^/c,/' > "$TMP/all.csv" || true
-cat "$TMP"/mpi.*.*.csv | grep -v '^collective' | sed 's/^/m,/' >> "$TMP/all.csv" || true
-awk -F, '
-  $10 != "out-of-place" { next }
-  {
-    key = $5 + 0; sizes[key] = 1; w = $1
-    if (!((w, key) in t) || $11 + 0 < t[w, key]) { t[w, key] = $11 + 0; bw[w, key] = $13 + 0 }
-  }
-  END {
-    n = 0; for (s in sizes) order[++n] = s + 0
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[j] < order[i]) { x = order[i]; order[i] = order[j]; order[j] = x }
-    for (i = 1; i <= n; i++) {
-      s = order[i]
-      if (s >= 1048576) h = sprintf("%g MiB", s / 1048576)
-      else if (s >= 1024) h = sprintf("%g KiB", s / 1024)
-      else h = s " B"
-      ct = (("c", s) in t) ? sprintf("%.2f", t["c", s]) : "-"
-      cb = (("c", s) in t) ? sprintf("%.2f", bw["c", s]) : "-"
-      mt = (("m", s) in t) ? sprintf("%.2f", t["m", s]) : "-"
-      mb = (("m", s) in t) ? sprintf("%.2f", bw["m", s]) : "-"
-      r = ((("c", s) in t) && (("m", s) in t) && t["c", s] > 0) ? sprintf("%.2fx", t["m", s] / t["c", s]) : "-"
-      printf "| %s | %s | %s | %s | %s | %s |\n", h, ct, cb, mt, mb, r
-    }
-  }' "$TMP/all.csv"
+python3 - "$TMP" <<'PY'
+import csv, glob, statistics, sys
+tmp = sys.argv[1]
+t, bw = {}, {}
+for who, pat in (("c", "chorus"), ("m", "mpi"), ("b", "base")):
+    for f in sorted(glob.glob("%s/%s.*.*.csv" % (tmp, pat))):
+        for row in csv.reader(open(f)):
+            if not row or row[0] == "collective" or row[8] != "out-of-place":
+                continue
+            key = int(row[3])
+            t.setdefault((who, key), []).append(float(row[9]))
+            bw.setdefault((who, key), []).append(float(row[11]))
+def human(s):
+    if s >= 1 << 20: return "%g MiB" % (s / 1048576)
+    if s >= 1024: return "%g KiB" % (s / 1024)
+    return "%d B" % s
+for s in sorted({k for _, k in t}):
+    cells = []
+    med = {}
+    for who in ("c", "m"):
+        if (who, s) in t:
+            med[who] = statistics.median(t[who, s])
+            cells += ["%.2f" % med[who], "%.2f" % statistics.median(bw[who, s])]
+        else:
+            cells += ["-", "-"]
+    r = "%.2fx" % (med["m"] / med["c"]) if "c" in med and "m" in med and med["c"] > 0 else "-"
+    extra = ""
+    if ("b", s) in t:
+        mb = statistics.median(t["b", s])
+        extra = " %.2f | %.2f | %.2fx |" % (mb, statistics.median(bw["b", s]), mb / med["c"])
+    print("| %s | %s | %s |%s" % (human(s), " | ".join(cells), r, extra))
+PY
 echo
 log "done in $ELAPSED s"
 [ "$WRONG" = 0 ] || { log "the -c 1 run reported $WRONG wrong elements"; exit 1; }

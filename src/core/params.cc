@@ -97,6 +97,9 @@ const ParamInfo kParams[] = {
     {"CHORUS_IB_REG_CACHE", "1G",
      "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered "
      "past it."},
+    {"CHORUS_TCP_BUSY_POLL_US", "500",
+     "How long a thread waiting for a TCP message reads the sockets itself before the progress "
+     "thread's epoll takes over and the thread sleeps (microseconds; 0: never poll)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

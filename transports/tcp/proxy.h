@@ -53,6 +53,11 @@ class Proxy final : public proxied::ProgressThread {
   void onHello(Pending* p);
   void drop(Pending* p);
   void addFd(int fd, uint32_t events, EpollTag* tag);
+  /// Re-arms the one-shot epoll watch of a receive channel's sockets if the progress thread
+  /// owns them (and nothing would make a level-triggered watch fire in a loop).
+  void armRecv(RecvChannel* c);
+  /// A receive channel's event or kick: read, then re-arm if the thread still owns it.
+  void serveRecv(RecvChannel* c);
 
   const int rank_;
   const uint64_t token_;

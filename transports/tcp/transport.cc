@@ -142,6 +142,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
                 depth_, slotBytes_, peer);
   r->slotState.assign(static_cast<size_t>(depth_), RecvChannel::SlotState{});
   r->expected = ci.nsocks;
+  r->busyPollNs = opt_.busyPollNs;
   proxy_->activate(r);
 
   *send = std::make_unique<TcpSendConn>(s, llMax_);
