@@ -9,8 +9,13 @@
 #   env ONLY=small|large   run one of the two sweeps (default both)
 #   env CHECK=0   skip the closing -c 1 correctness run (quick iterations only)
 #   env CHORUS=BIN  another all_reduce_perf to stand in for Chorus (e.g. an older build's)
+#   env HOSTS=N PPN=P   N namespaced hosts x P ranks each (default 2 x 1); ranks of one host
+#                 share memory, hosts talk TCP (Chorus: hierarchical; Open MPI: btl vader
+#                 inside a host when PPN > 1)
 #   env BASE=BIN    a second Chorus all_reduce_perf (e.g. main's) run in every round too,
 #                   shown in extra columns: before/after in the same run
+#   env BASE_ENV="VAR=VALUE ..."  environment of the BASE runs only (e.g. the same binary
+#                   with another setting: BASE=build/perf/all_reduce_perf BASE_ENV=...)
 #
 # Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
 # by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
@@ -27,12 +32,18 @@ if [ "${1:-}" != "--inner" ]; then
     [ -x "$BUILD/$f" ] || { echo "$0: missing $BUILD/$f (build it first)" >&2; exit 2; }
   done
   command -v iperf3 >/dev/null || { echo "$0: iperf3 not found (tools/deps installs it)" >&2; exit 2; }
-  exec "$SRC/tools/cluster" run --name perftcp --hosts 2 --force -- "$0" --inner "$BUILD"
+  exec "$SRC/tools/cluster" run --name perftcp --hosts "${HOSTS:-2}" --force -- "$0" --inner "$BUILD"
 fi
 
 BUILD=$2
 ROUNDS=${ROUNDS:-5}
-read -r H0 H1 <<< "$CHORUS_CLUSTER_HOSTS"
+read -r H0 H1 _ <<< "$CHORUS_CLUSTER_HOSTS"
+PPN=${PPN:-1}
+HLIST=$(for h in $CHORUS_CLUSTER_HOSTS; do printf '%s:%s,' "$h" "$PPN"; done)
+HLIST=${HLIST%,}
+NP=$(( $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") * PPN ))
+BTL=tcp,self
+[ "$PPN" = 1 ] || BTL=tcp,vader,self
 CLUSTER=("$SRC/tools/cluster" exec --name "$CHORUS_CLUSTER_NAME")
 AGENT=$CHORUS_CLUSTER_AGENT
 SUBNET=${CHORUS_CLUSTER_SUBNET:-10.77.0}
@@ -67,9 +78,9 @@ IPERFN=$(iperf "$NSOCKS")
 
 # Both "hosts" share this machine's cores: without yielding, Open MPI's busy-polling ranks
 # wait for the scheduler's 4 ms tick on every small message (measured: 4000 us vs 14 us).
-CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$H0:1,$H1:1" --launch-agent "$AGENT")
-MPIRUN=(mpirun --allow-run-as-root -np 2 -H "$H0:1,$H1:1" --mca plm_rsh_agent "$AGENT"
-        --mca btl tcp,self --mca pml ob1 --mca mpi_yield_when_idle 1
+CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$AGENT")
+MPIRUN=(mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$AGENT"
+        --mca btl "$BTL" --mca pml ob1 --mca mpi_yield_when_idle 1
         --mca oob_tcp_if_include "$SUBNET.0/24"
         --mca btl_tcp_if_include "$SUBNET.0/24")
 SWEEPS=(
@@ -88,7 +99,8 @@ for sweep in "${SWEEPS[@]}"; do
     if [ -n "${BASE:-}" ]; then
       log "$name round $round/$ROUNDS: base"
       # shellcheck disable=SC2086
-      on "$H0" "${CHORUSRUN[@]}" "$BASE" $flags -c 0 \
+      # shellcheck disable=SC2086
+      on "$H0" env ${BASE_ENV:-} "${CHORUSRUN[@]}" "$BASE" $flags -c 0 \
           --csv "$TMP/base.$name.$round.csv" > "$TMP/base.$name.$round.txt"
     fi
     log "$name round $round/$ROUNDS: mpi"
@@ -108,15 +120,15 @@ WRONG=$(awk '!/^#/ && NF == 13 { w += $9 + $13 } END { print w + 0 }' "$TMP/chor
 ELAPSED=$SECONDS
 
 cat <<EOF
-### Over TCP between two namespaced hosts
+### Over TCP between namespaced hosts: $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts x $PPN ranks
 
 - Two hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
-  private \`/dev/shm\`), one rank each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
+  private \`/dev/shm\`), $PPN rank(s) each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
   Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
 - Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
 - Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS interleaved rounds; median time and busbw per size;
   out-of-place; float32 sum).
-- Chorus: \`chorusrun -H h0:1,h1:1 --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
+- Chorus: \`chorusrun -H $HLIST --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
 - FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
 - The link: iperf3 from host 0 to host 1, 5 s: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**

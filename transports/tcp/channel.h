@@ -113,9 +113,11 @@ struct RecvChannel : Channel {
   /// `busyPollNs` without a message (it kicks the thread then). While the application
   /// polls, arrivals do not wake the progress thread at all.
   std::atomic<bool> proxyOwned{true};
-  int64_t busyPollNs = 0;  // CHORUS_TCP_BUSY_POLL_US
-  int64_t pollStart = 0;   // application only: when the current run of empty polls began
-  int64_t lastDrive = 0;   // application only: when it last read the sockets
+  int64_t busyPollNs = 0;   // CHORUS_TCP_BUSY_POLL_US
+  int64_t pollStart = 0;    // application only: when the current run of empty polls began
+  int64_t lastDrive = 0;    // application only: when it last read the sockets
+  size_t pollMaxBytes = 0;  // CHORUS_TCP_POLL_MAX_BYTES: no polling after a larger message
+  size_t lastBytes = 0;     // application only: size of the last message it received
 
   // Driver only (sockets are attached by the progress thread under the lock).
   struct Sock {

@@ -46,13 +46,19 @@ struct RecvSide {
   /// (epoll) and rings the doorbell, so a long wait sleeps instead of spinning on recv.
   static uint64_t arrived(RecvChannel* c) {
     uint64_t h = c->head.load(std::memory_order_acquire);
-    if (h > c->released.load(std::memory_order_relaxed)) {
+    const uint64_t rel = c->released.load(std::memory_order_relaxed);
+    if (h > rel) {
       c->pollStart = 0;
+      c->lastBytes = c->ring.sizes[c->ring.index(rel)];
       return h;
     }
     const int64_t now = nowNs();
     if (c->pollStart == 0) c->pollStart = now;
-    if (now - c->pollStart < c->busyPollNs) {
+    // A stream of large messages is bandwidth, not latency: the progress thread reads the
+    // next ones into free slots while this thread reduces the last (it would read them
+    // only once it waits again).
+    const int64_t budget = c->lastBytes > c->pollMaxBytes ? 0 : c->busyPollNs;
+    if (now - c->pollStart < budget) {
       if (c->proxyOwned.load(std::memory_order_relaxed))
         c->proxyOwned.store(false, std::memory_order_seq_cst);
       // Waiters poll in a tight loop before they first yield (tuned for a load from

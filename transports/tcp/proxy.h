@@ -1,9 +1,12 @@
 // tcp/proxy.h — the progress thread of one communicator's TCP transport.
 //
 // Sockets make progress only when someone calls send/recv on them; the algorithms wait on
-// slot counters and must not have to know that. So one thread per communicator drives
-// every socket: it accepts and authenticates incoming sockets, writes posted send slots,
-// fills receive slots, and rings the application's doorbell when a counter moves. It
+// slot counters and must not have to know that. Application threads drive their channels
+// while they post and wait (connection.h); this thread covers everything else: it accepts
+// and authenticates incoming sockets, writes what a full socket refused, reads for a
+// waiter that stopped polling (one-shot epoll watches, re-armed while it owns the
+// channel) or behind a stream of large messages, and rings the application's doorbell
+// when a counter moves. It
 // sleeps in epoll_wait (edge-triggered: each handler runs until the socket would block or
 // its slots are full) and is woken through an eventfd, but only when it is actually
 // asleep: an application thread posting into a busy proxy costs one flag store. The
