@@ -11,23 +11,20 @@ namespace tcp {
 
 static_assert(kMsgLL == proxied::kMsgLL, "stripe headers carry the FIFO's LL flag as is");
 
-// The application's thread drives the sockets itself wherever it touches a counter: posting
-// writes the message to the socket at once (header and payload in one sendmsg), and every
-// poll of a waiting or testing caller is one non-blocking pass over the channel's sockets.
-// The progress thread is only needed when the sockets would block (epoll edges resume it)
-// or another thread is driving at that moment (a kick).
+// The application's thread drives the sockets itself: posting writes the message to the
+// socket at once (header and payload in one sendmsg), and a receiver waiting for a small
+// message reads the sockets itself for a bounded time (RecvSide::arrived). The progress
+// thread does the rest: a full socket's remainder (EPOLLOUT), a waiter past its polling
+// budget, streams of large messages, and whatever arrives while another thread holds the
+// channel (a kick).
 
 struct SendSide {
   using Channel = SendChannel;
   static SlotRing& ring(SendChannel* c) { return c->ring; }
-  /// Slots whose bytes the kernel has taken: free again. Polling it writes what the sockets
-  /// accept now.
-  static uint64_t freed(SendChannel* c) {
-    const uint64_t t = c->tail.load(std::memory_order_acquire);
-    if (t != c->head.load(std::memory_order_relaxed) && c->drive())
-      return c->tail.load(std::memory_order_acquire);
-    return t;
-  }
+  /// Slots whose bytes the kernel has taken: free again. (Not a place to write: a sender
+  /// waits here only when the sockets are full, and the EPOLLOUT that ends that wakes the
+  /// progress thread, which writes; a sendmsg per poll would only burn the core.)
+  static uint64_t freed(SendChannel* c) { return c->tail.load(std::memory_order_acquire); }
   static void posted(SendChannel* c, uint64_t head) {
     c->head.store(head, std::memory_order_release);
     // Another thread holds the sockets (it may have read head before our store): have the
