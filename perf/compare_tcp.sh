@@ -3,9 +3,19 @@
 # MPI (btl tcp,self) next to the link's own ceiling (iperf3), in one run, as markdown.
 #
 # Usage: perf/compare_tcp.sh BUILD_DIR          (needs root: it brings up tools/cluster)
-#   env ROUNDS=2  rounds per sweep; each round runs Chorus then Open MPI back to back and
-#                 the table keeps each one's best time per size
+#   env ROUNDS=5  rounds per sweep; each round runs Chorus then Open MPI back to back
+#                 (interleaved) and the table shows each one's median time per size
 #   env RAW=DIR   keep every run's output in DIR
+#   env ONLY=small|large   run one of the two sweeps (default both)
+#   env CHECK=0   skip the closing -c 1 correctness run (quick iterations only)
+#   env CHORUS=BIN  another all_reduce_perf to stand in for Chorus (e.g. an older build's)
+#   env HOSTS=N PPN=P   N namespaced hosts x P ranks each (default 2 x 1); ranks of one host
+#                 share memory, hosts talk TCP (Chorus: hierarchical; Open MPI: btl vader
+#                 inside a host when PPN > 1)
+#   env BASE=BIN    a second Chorus all_reduce_perf (e.g. main's) run in every round too,
+#                   shown in extra columns: before/after in the same run
+#   env BASE_ENV="VAR=VALUE ..."  environment of the BASE runs only (e.g. the same binary
+#                   with another setting: BASE=build/perf/all_reduce_perf BASE_ENV=...)
 #
 # Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
 # by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
@@ -22,12 +32,18 @@ if [ "${1:-}" != "--inner" ]; then
     [ -x "$BUILD/$f" ] || { echo "$0: missing $BUILD/$f (build it first)" >&2; exit 2; }
   done
   command -v iperf3 >/dev/null || { echo "$0: iperf3 not found (tools/deps installs it)" >&2; exit 2; }
-  exec "$SRC/tools/cluster" run --name perftcp --hosts 2 --force -- "$0" --inner "$BUILD"
+  exec "$SRC/tools/cluster" run --name perftcp --hosts "${HOSTS:-2}" --force -- "$0" --inner "$BUILD"
 fi
 
 BUILD=$2
-ROUNDS=${ROUNDS:-2}
-read -r H0 H1 <<< "$CHORUS_CLUSTER_HOSTS"
+ROUNDS=${ROUNDS:-5}
+read -r H0 H1 _ <<< "$CHORUS_CLUSTER_HOSTS"
+PPN=${PPN:-1}
+HLIST=$(for h in $CHORUS_CLUSTER_HOSTS; do printf '%s:%s,' "$h" "$PPN"; done)
+HLIST=${HLIST%,}
+NP=$(( $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") * PPN ))
+BTL=tcp,self
+[ "$PPN" = 1 ] || BTL=tcp,vader,self
 CLUSTER=("$SRC/tools/cluster" exec --name "$CHORUS_CLUSTER_NAME")
 AGENT=$CHORUS_CLUSTER_AGENT
 SUBNET=${CHORUS_CLUSTER_SUBNET:-10.77.0}
@@ -62,44 +78,57 @@ IPERFN=$(iperf "$NSOCKS")
 
 # Both "hosts" share this machine's cores: without yielding, Open MPI's busy-polling ranks
 # wait for the scheduler's 4 ms tick on every small message (measured: 4000 us vs 14 us).
-CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$H0:1,$H1:1" --launch-agent "$AGENT")
-MPIRUN=(mpirun --allow-run-as-root -np 2 -H "$H0:1,$H1:1" --mca plm_rsh_agent "$AGENT"
-        --mca btl tcp,self --mca pml ob1 --mca mpi_yield_when_idle 1
+CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$AGENT")
+MPIRUN=(mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$AGENT"
+        --mca btl "$BTL" --mca pml ob1 --mca mpi_yield_when_idle 1
         --mca oob_tcp_if_include "$SUBNET.0/24"
         --mca btl_tcp_if_include "$SUBNET.0/24")
 SWEEPS=(
   "small -b 8 -e 64K -f 4 -n 200 -w 20"
   "large -b 256K -e 256M -f 4 -n 5 -w 1"
 )
+CHORUS_BIN=${CHORUS:-$BUILD/perf/all_reduce_perf}
 for sweep in "${SWEEPS[@]}"; do
   read -r name flags <<< "$sweep"
+  [ -z "${ONLY:-}" ] || [ "$ONLY" = "$name" ] || continue
   for round in $(seq 1 "$ROUNDS"); do
     log "$name round $round/$ROUNDS: chorus"
     # shellcheck disable=SC2086
-    on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" $flags -c 0 \
+    on "$H0" "${CHORUSRUN[@]}" "$CHORUS_BIN" $flags -c 0 \
         --csv "$TMP/chorus.$name.$round.csv" > "$TMP/chorus.$name.$round.txt"
+    if [ -n "${BASE:-}" ]; then
+      log "$name round $round/$ROUNDS: base"
+      # shellcheck disable=SC2086
+      # shellcheck disable=SC2086
+      on "$H0" env ${BASE_ENV:-} "${CHORUSRUN[@]}" "$BASE" $flags -c 0 \
+          --csv "$TMP/base.$name.$round.csv" > "$TMP/base.$name.$round.txt"
+    fi
     log "$name round $round/$ROUNDS: mpi"
     # shellcheck disable=SC2086
     on "$H0" "${MPIRUN[@]}" "$BUILD/perf/all_reduce_mpi_perf" $flags -c 0 \
         --csv "$TMP/mpi.$name.$round.csv" > "$TMP/mpi.$name.$round.txt"
   done
 done
-log "correctness: chorus -c 1 over the whole range"
-on "$H0" "${CHORUSRUN[@]}" "$BUILD/perf/all_reduce_perf" -b 8 -e 256M -f 4 -n 1 -w 0 -c 1 \
-    > "$TMP/chorus.check.txt"
+if [ "${CHECK:-1}" = 1 ]; then
+  log "correctness: chorus -c 1 over the whole range"
+  on "$H0" "${CHORUSRUN[@]}" "$CHORUS_BIN" -b 8 -e 256M -f 4 -n 1 -w 0 -c 1 \
+      > "$TMP/chorus.check.txt"
+else
+  echo "# skipped (CHECK=0)" > "$TMP/chorus.check.txt"
+fi
 WRONG=$(awk '!/^#/ && NF == 13 { w += $9 + $13 } END { print w + 0 }' "$TMP/chorus.check.txt")
 ELAPSED=$SECONDS
 
 cat <<EOF
-### Over TCP between two namespaced hosts
+### Over TCP between namespaced hosts: $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts x $PPN ranks
 
 - Two hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
-  private \`/dev/shm\`), one rank each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
+  private \`/dev/shm\`), $PPN rank(s) each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
   Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
 - Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
-- Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS; best time per size over the rounds;
+- Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS interleaved rounds; median time and busbw per size;
   out-of-place; float32 sum).
-- Chorus: \`chorusrun -H h0:1,h1:1 --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
+- Chorus: \`chorusrun -H $HLIST --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
 - FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
 - The link: iperf3 from host 0 to host 1, 5 s: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
@@ -108,33 +137,41 @@ cat <<EOF
   at full speed at once.
 - Correctness: \`-c 1\` from 8 B to 256 MiB over the same link: #wrong total $WRONG.
 
-| size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |
-|---:|---:|---:|---:|---:|---:|
+| size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |${BASE:+ before time (us) | before busbw (GB/s) | speedup (before / Chorus) |}
+|---:|---:|---:|---:|---:|---:|${BASE:+---:|---:|---:|}
 EOF
-cat "$TMP"/chorus.*.*.csv | grep -v '^collective' | sed 's/^/c,/' > "$TMP/all.csv" || true
-cat "$TMP"/mpi.*.*.csv | grep -v '^collective' | sed 's/^/m,/' >> "$TMP/all.csv" || true
-awk -F, '
-  $10 != "out-of-place" { next }
-  {
-    key = $5 + 0; sizes[key] = 1; w = $1
-    if (!((w, key) in t) || $11 + 0 < t[w, key]) { t[w, key] = $11 + 0; bw[w, key] = $13 + 0 }
-  }
-  END {
-    n = 0; for (s in sizes) order[++n] = s + 0
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[j] < order[i]) { x = order[i]; order[i] = order[j]; order[j] = x }
-    for (i = 1; i <= n; i++) {
-      s = order[i]
-      if (s >= 1048576) h = sprintf("%g MiB", s / 1048576)
-      else if (s >= 1024) h = sprintf("%g KiB", s / 1024)
-      else h = s " B"
-      ct = (("c", s) in t) ? sprintf("%.2f", t["c", s]) : "-"
-      cb = (("c", s) in t) ? sprintf("%.2f", bw["c", s]) : "-"
-      mt = (("m", s) in t) ? sprintf("%.2f", t["m", s]) : "-"
-      mb = (("m", s) in t) ? sprintf("%.2f", bw["m", s]) : "-"
-      r = ((("c", s) in t) && (("m", s) in t) && t["c", s] > 0) ? sprintf("%.2fx", t["m", s] / t["c", s]) : "-"
-      printf "| %s | %s | %s | %s | %s | %s |\n", h, ct, cb, mt, mb, r
-    }
-  }' "$TMP/all.csv"
+python3 - "$TMP" <<'PY'
+import csv, glob, statistics, sys
+tmp = sys.argv[1]
+t, bw = {}, {}
+for who, pat in (("c", "chorus"), ("m", "mpi"), ("b", "base")):
+    for f in sorted(glob.glob("%s/%s.*.*.csv" % (tmp, pat))):
+        for row in csv.reader(open(f)):
+            if not row or row[0] == "collective" or row[8] != "out-of-place":
+                continue
+            key = int(row[3])
+            t.setdefault((who, key), []).append(float(row[9]))
+            bw.setdefault((who, key), []).append(float(row[11]))
+def human(s):
+    if s >= 1 << 20: return "%g MiB" % (s / 1048576)
+    if s >= 1024: return "%g KiB" % (s / 1024)
+    return "%d B" % s
+for s in sorted({k for _, k in t}):
+    cells = []
+    med = {}
+    for who in ("c", "m"):
+        if (who, s) in t:
+            med[who] = statistics.median(t[who, s])
+            cells += ["%.2f" % med[who], "%.2f" % statistics.median(bw[who, s])]
+        else:
+            cells += ["-", "-"]
+    r = "%.2fx" % (med["m"] / med["c"]) if "c" in med and "m" in med and med["c"] > 0 else "-"
+    extra = ""
+    if ("b", s) in t:
+        mb = statistics.median(t["b", s])
+        extra = " %.2f | %.2f | %.2fx |" % (mb, statistics.median(bw["b", s]), mb / med["c"])
+    print("| %s | %s | %s |%s" % (human(s), " | ".join(cells), r, extra))
+PY
 echo
 log "done in $ELAPSED s"
 [ "$WRONG" = 0 ] || { log "the -c 1 run reported $WRONG wrong elements"; exit 1; }

@@ -116,6 +116,8 @@ struct TcpOptions {
   int64_t sockBuf = 4 << 20;           ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
   size_t minStripe = 64 << 10;         ///< shortest stripe worth its own socket
   int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
+  int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
+  int64_t pollMaxBytes = 4 << 10;      ///< CHORUS_TCP_POLL_MAX_BYTES
 };
 
 struct RdmaOptions {

@@ -91,6 +91,8 @@ void fillTransportOptions(TransportContext* ctx) {
   tcp.chunkBytes = paramInt(Param::TcpChunkSize);
   tcp.buffBytes = paramInt(Param::BuffSize);
   tcp.sockBuf = paramInt(Param::SocketBuf);
+  tcp.busyPollNs = std::max<int64_t>(paramInt(Param::TcpBusyPollUs), 0) * 1000;
+  tcp.pollMaxBytes = paramInt(Param::TcpPollMaxBytes);
   tcp.timeoutNs = timeoutS * 1000000000ll;
   RdmaOptions& rdma = ctx->rdma;
   rdma.disable = paramInt(Param::IbDisable) != 0;

@@ -97,6 +97,12 @@ const ParamInfo kParams[] = {
     {"CHORUS_IB_REG_CACHE", "1G",
      "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered "
      "past it."},
+    {"CHORUS_TCP_BUSY_POLL_US", "100",
+     "How long a thread waiting for a TCP message reads the sockets itself before the progress "
+     "thread's epoll takes over and the thread sleeps (microseconds; 0: never poll)."},
+    {"CHORUS_TCP_POLL_MAX_BYTES", "4K",
+     "After a TCP message larger than this a waiting thread does not read the sockets itself: the "
+     "progress thread keeps reading ahead while it reduces (bandwidth over latency)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -53,6 +53,8 @@ enum class Param : int {
   IbSl,                // CHORUS_IB_SL
   IbTc,                // CHORUS_IB_TC
   IbRegCache,          // CHORUS_IB_REG_CACHE
+  TcpBusyPollUs,       // CHORUS_TCP_BUSY_POLL_US
+  TcpPollMaxBytes,     // CHORUS_TCP_POLL_MAX_BYTES
   Count
 };
 

@@ -161,6 +161,7 @@ Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
 // Moves socket s forward as far as it can. Returns false when it stopped for good (the
 // channel failed); true when it would block or must wait for a free slot.
 bool RecvChannel::readSock(int s, Sock& k) {
+  k.waitingSlot = false;
   for (;;) {
     if (!k.haveHdr) {
       const Recv got =
@@ -187,7 +188,10 @@ bool RecvChannel::readSock(int s, Sock& k) {
     if (discard) publishComplete();  // we are the consumer now
     if (seq >= released.load(std::memory_order_acquire) + depth) {
       stalled.store(true, std::memory_order_seq_cst);
-      if (seq >= released.load(std::memory_order_seq_cst) + depth) return true;  // kick resumes
+      if (seq >= released.load(std::memory_order_seq_cst) + depth) {
+        k.waitingSlot = true;  // readable, but nowhere to put it: the release kicks us
+        return true;
+      }
       stalled.store(false, std::memory_order_relaxed);
     }
     SlotState& st = slotState[ring.index(seq)];

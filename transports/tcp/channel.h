@@ -8,14 +8,19 @@
 // sockets, then frees the slot); on the receive side the progress thread produces (a slot
 // is published once all its stripes have arrived) and the application consumes.
 //
-// Fields are grouped by who writes them. Everything under "progress thread only" is touched
-// by that thread alone once the channel is activated, so it needs no synchronization.
+// Sockets are driven by whichever thread gets there first: an application thread that posts
+// or waits drives the channel itself (drive(): a try-lock, one non-blocking pass over the
+// sockets), so a blocking call sends and receives without handing off to the progress
+// thread; the progress thread drives it when the application is not there (epoll edges,
+// kicks). Fields are grouped by who writes them; everything under "driver only" is touched
+// only while holding `driving`.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,18 +49,21 @@ struct Channel : proxied::ProxiedChannel {
   Channel(Proxy* p, Doorbell* b, int peerRank) : ProxiedChannel(b, peerRank), proxy(p) {}
   Proxy* const proxy;
   SlotRing ring;
+  /// Held by whichever thread runs progress(): the progress thread waits for it, an
+  /// application thread only tries (someone else is already moving the bytes).
+  std::mutex driving;
+  std::atomic<bool> active{false};  // set once by the progress thread on activation
 
-  // Progress thread only.
-  bool active = false;
+  // Driver only.
   EpollTag tag{EpollTag::kSend, this};  // what epoll reports for any of its sockets
 };
 
 struct SendChannel : Channel {
   using Channel::Channel;
   alignas(64) std::atomic<uint64_t> head{0};  // messages posted (application)
-  alignas(64) std::atomic<uint64_t> tail{0};  // messages fully handed to the kernel (thread)
+  alignas(64) std::atomic<uint64_t> tail{0};  // messages fully handed to the kernel (driver)
 
-  // Progress thread only.
+  // Driver only.
   struct Sock {
     Fd fd;
     uint64_t next = 0;  // next message that may carry a stripe for this socket
@@ -69,8 +77,20 @@ struct SendChannel : Channel {
   uint64_t tailLocal = 0;
   size_t minStripe = 0;
 
-  /// Writes whatever the sockets accept; frees fully written slots.
+  /// Writes whatever the sockets accept; frees fully written slots. Hold `driving`.
   void progress();
+  /// Progress thread: progress() under the lock.
+  void progressLocked() {
+    std::lock_guard<std::mutex> g(driving);
+    progress();
+  }
+  /// Application thread: one pass if no other thread is driving; false if one is.
+  bool drive() {
+    if (!driving.try_lock()) return false;
+    progress();
+    driving.unlock();
+    return true;
+  }
   /// epoll saw a hang-up or error on one of our sockets: the peer is gone.
   void peerGone();
   bool drained() const {
@@ -83,21 +103,32 @@ struct RecvChannel : Channel {
     tag.kind = EpollTag::kRecv;
     socks.resize(kMaxSocks);
   }
-  alignas(64) std::atomic<uint64_t> head{0};      // messages complete (thread)
+  alignas(64) std::atomic<uint64_t> head{0};      // messages complete (driver)
   alignas(64) std::atomic<uint64_t> released{0};  // messages given back (application)
   std::atomic<bool> stalled{false};               // the thread waits for a release to read on
   std::atomic<int> attached{0};                   // sockets whose hello arrived
   int expected = 0;                               // sockets the peer opens (from its connect info)
+  /// Whether the progress thread watches the sockets (epoll, one-shot, re-armed after each
+  /// event): true until the application polls, and again once it has polled for
+  /// `busyPollNs` without a message (it kicks the thread then). While the application
+  /// polls, arrivals do not wake the progress thread at all.
+  std::atomic<bool> proxyOwned{true};
+  int64_t busyPollNs = 0;   // CHORUS_TCP_BUSY_POLL_US
+  int64_t pollStart = 0;    // application only: when the current run of empty polls began
+  int64_t lastDrive = 0;    // application only: when it last read the sockets
+  size_t pollMaxBytes = 0;  // CHORUS_TCP_POLL_MAX_BYTES: no polling after a larger message
+  size_t lastBytes = 0;     // application only: size of the last message it received
 
-  // Progress thread only.
+  // Driver only (sockets are attached by the progress thread under the lock).
   struct Sock {
     Fd fd;
     SockAddr from;
     bool haveHdr = false;
     StripeHeader hdr{};
     size_t hdrDone = 0, dataDone = 0;
-    uint64_t minSeq = 0;  // stripes arrive in message order on one socket
-    bool eof = false;     // the peer closed it cleanly, between two stripes
+    uint64_t minSeq = 0;       // stripes arrive in message order on one socket
+    bool eof = false;          // the peer closed it cleanly, between two stripes
+    bool waitingSlot = false;  // stopped for want of a free slot (not re-armed in epoll)
   };
   std::vector<Sock> socks;  // kMaxSocks entries, filled by hello index
   struct SlotState {
@@ -109,8 +140,19 @@ struct RecvChannel : Channel {
   uint64_t headLocal = 0;
   bool discard = false;  // shutting down: nobody consumes any more, drop what arrives
 
-  /// Reads whatever has arrived into free slots; publishes completed messages.
+  /// Reads whatever has arrived into free slots; publishes completed messages. Hold
+  /// `driving`.
   void progress();
+  void progressLocked() {
+    std::lock_guard<std::mutex> g(driving);
+    progress();
+  }
+  bool drive() {
+    if (!driving.try_lock()) return false;
+    progress();
+    driving.unlock();
+    return true;
+  }
 
  private:
   bool readSock(int s, Sock& k);

@@ -47,13 +47,14 @@ void Proxy::runCommands() {
   });
   for (proxied::ProxiedChannel* pc : act) {
     auto* c = static_cast<Channel*>(pc);
-    c->active = true;
     if (c->tag.kind == EpollTag::kSend) {
       auto* s = static_cast<SendChannel*>(c);
       for (auto& k : s->socks) addFd(k.fd.get(), EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->tag);
-      s->progress();
+      c->active.store(true, std::memory_order_release);
+      s->progressLocked();
     } else {
-      static_cast<RecvChannel*>(c)->progress();  // sockets attached before activation
+      c->active.store(true, std::memory_order_release);
+      serveRecv(static_cast<RecvChannel*>(c));  // sockets attached before activation
     }
   }
   if (closeL && listener_.valid()) {
@@ -72,16 +73,44 @@ void Proxy::runCommands() {
   if (mode() != kRun)
     for (proxied::ProxiedChannel* pc : channels()) {
       auto* c = static_cast<Channel*>(pc);
-      if (c->tag.kind == EpollTag::kRecv) static_cast<RecvChannel*>(c)->discard = true;
+      if (c->tag.kind == EpollTag::kRecv) {
+        auto* r = static_cast<RecvChannel*>(c);
+        {
+          std::lock_guard<std::mutex> g(c->driving);
+          if (r->discard) continue;
+          r->discard = true;
+        }
+        r->proxyOwned.store(true, std::memory_order_seq_cst);  // nobody else reads any more
+        serveRecv(r);
+      }
     }
 }
 
 void Proxy::onKick(proxied::ProxiedChannel* pc) {
   auto* c = static_cast<Channel*>(pc);
   if (c->tag.kind == EpollTag::kSend)
-    static_cast<SendChannel*>(c)->progress();
+    static_cast<SendChannel*>(c)->progressLocked();
   else
-    static_cast<RecvChannel*>(c)->progress();
+    serveRecv(static_cast<RecvChannel*>(c));
+}
+
+void Proxy::serveRecv(RecvChannel* c) {
+  c->progressLocked();
+  armRecv(c);
+}
+
+void Proxy::armRecv(RecvChannel* c) {
+  if (!c->proxyOwned.load(std::memory_order_seq_cst) || !c->active.load() || !c->healthy()) return;
+  std::lock_guard<std::mutex> g(c->driving);
+  for (auto& k : c->socks) {
+    // A socket waiting for a free slot stays readable: the release that frees one kicks us.
+    if (!k.fd.valid() || k.eof || k.waitingSlot) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
+    ev.data.ptr = &c->tag;
+    if (::epoll_ctl(epollFd(), EPOLL_CTL_MOD, k.fd.get(), &ev) != 0)
+      CHORUS_WARN(kLogNet, "epoll_ctl(MOD): %s", strerror(errno));
+  }
 }
 
 bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
@@ -119,11 +148,12 @@ void Proxy::loop() {
         case EpollTag::kSend: {
           auto* c = static_cast<SendChannel*>(tag->obj);
           // The peer never writes on our send sockets: any of these means it is gone.
-          if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && c->active && c->healthy()) c->peerGone();
-          c->progress();
+          if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && c->active.load() && c->healthy())
+            c->peerGone();
+          c->progressLocked();
           break;
         }
-        case EpollTag::kRecv: static_cast<RecvChannel*>(tag->obj)->progress(); break;
+        case EpollTag::kRecv: serveRecv(static_cast<RecvChannel*>(tag->obj)); break;
       }
     }
     dead_.clear();
@@ -203,11 +233,12 @@ void Proxy::onHello(Pending* p) {
     return;
   }
   RecvChannel* c = recvByRank_[static_cast<size_t>(h.rank)];
+  std::unique_lock<std::mutex> g(c->driving);  // an application thread may be reading socks
   RecvChannel::Sock& k = c->socks[static_cast<size_t>(h.index)];
   k.fd = std::move(p->fd);
   k.from = p->from;
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+  ev.events = EPOLLRDHUP | EPOLLONESHOT;  // armed below (or by the next kick)
   ev.data.ptr = &c->tag;
   if (::epoll_ctl(epollFd(), EPOLL_CTL_MOD, k.fd.get(), &ev) != 0)
     CHORUS_WARN(kLogNet, "epoll_ctl(MOD): %s", strerror(errno));
@@ -215,7 +246,8 @@ void Proxy::onHello(Pending* p) {
   c->attached.fetch_add(1, std::memory_order_release);
   CHORUS_TRACE(kLogNet, "accepted socket %d from rank %d (%s)", h.index, h.rank,
                k.from.str().c_str());
-  c->progress();  // bytes behind the hello raised no new edge
+  g.unlock();
+  serveRecv(c);  // bytes behind the hello, if the thread owns the channel
 }
 
 }  // namespace tcp

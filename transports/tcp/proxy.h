@@ -1,9 +1,12 @@
 // tcp/proxy.h — the progress thread of one communicator's TCP transport.
 //
 // Sockets make progress only when someone calls send/recv on them; the algorithms wait on
-// slot counters and must not have to know that. So one thread per communicator drives
-// every socket: it accepts and authenticates incoming sockets, writes posted send slots,
-// fills receive slots, and rings the application's doorbell when a counter moves. It
+// slot counters and must not have to know that. Application threads drive their channels
+// while they post and wait (connection.h); this thread covers everything else: it accepts
+// and authenticates incoming sockets, writes what a full socket refused, reads for a
+// waiter that stopped polling (one-shot epoll watches, re-armed while it owns the
+// channel) or behind a stream of large messages, and rings the application's doorbell
+// when a counter moves. It
 // sleeps in epoll_wait (edge-triggered: each handler runs until the socket would block or
 // its slots are full) and is woken through an eventfd, but only when it is actually
 // asleep: an application thread posting into a busy proxy costs one flag store. The
@@ -53,6 +56,11 @@ class Proxy final : public proxied::ProgressThread {
   void onHello(Pending* p);
   void drop(Pending* p);
   void addFd(int fd, uint32_t events, EpollTag* tag);
+  /// Re-arms the one-shot epoll watch of a receive channel's sockets if the progress thread
+  /// owns them (and nothing would make a level-triggered watch fire in a loop).
+  void armRecv(RecvChannel* c);
+  /// A receive channel's event or kick: read, then re-arm if the thread still owns it.
+  void serveRecv(RecvChannel* c);
 
   const int rank_;
   const uint64_t token_;

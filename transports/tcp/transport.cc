@@ -142,6 +142,8 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
                 depth_, slotBytes_, peer);
   r->slotState.assign(static_cast<size_t>(depth_), RecvChannel::SlotState{});
   r->expected = ci.nsocks;
+  r->busyPollNs = opt_.busyPollNs;
+  r->pollMaxBytes = static_cast<size_t>(std::max<int64_t>(opt_.pollMaxBytes, 0));
   proxy_->activate(r);
 
   *send = std::make_unique<TcpSendConn>(s, llMax_);

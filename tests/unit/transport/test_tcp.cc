@@ -213,6 +213,46 @@ TEST(TcpTransport, TinySocketBuffersStillDeliverEverything) {
   a.join();
 }
 
+// Who reads the sockets: the waiting thread polls them itself for busyPollNs, then the
+// progress thread takes over. Every split must deliver everything: no polling at all (the
+// thread does it all), always polling, and a short poll with a sender that pauses longer
+// than it (handovers both ways), each with tiny socket buffers (partial reads, stalls).
+TEST(TcpTransport, EveryBusyPollSettingDeliversEverything) {
+  for (int64_t poll : {int64_t{0}, int64_t{50'000}, kLong}) {
+    SCOPED_TRACE("busyPollNs " + std::to_string(poll));
+    tcp::Options o = opts(2);
+    o.sockBuf = 4096;
+    o.busyPollNs = poll;
+    Net net(2, o);
+    net.connectAll();
+    std::thread a([&] {
+      for (int part = 0; part < 4; ++part) {
+        sendMessages(net.s(0, 1), 30);
+        usleep(3000);  // the receiver's poll runs out: the progress thread must wake it
+      }
+    });
+    for (int part = 0; part < 4; ++part) recvMessages(net.r(1, 0), 30);
+    a.join();
+  }
+}
+
+TEST(TcpTransport, MessagesSentWhileNobodyWaitsArriveLater) {
+  // The receiving application polled (so it, not the progress thread, owns the sockets),
+  // then stays away while the sender posts more than the FIFO and the socket buffers hold:
+  // nothing may be lost or stuck once it comes back.
+  tcp::Options o = opts(2);
+  o.sockBuf = 4096;
+  Net net(2, o);
+  net.connectAll();
+  const void* slot;
+  size_t bytes;
+  EXPECT_FALSE(net.r(1, 0)->test(&slot, &bytes));
+  std::thread a([&] { sendMessages(net.s(0, 1), 200); });
+  usleep(20000);
+  recvMessages(net.r(1, 0), 200);
+  a.join();
+}
+
 TEST(TcpTransport, LowLatencyMessagesShareTheFifoInOrder) {
   // LL threshold above the slot size: LL messages then span several slots.
   Net net(2, opts(2), 10000);
