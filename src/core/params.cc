@@ -97,6 +97,13 @@ const ParamInfo kParams[] = {
     {"CHORUS_IB_REG_CACHE", "1G",
      "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered "
      "past it."},
+    {"CHORUS_SINGLE_COPY_THRESHOLD", "8K",
+     "Same-host all-gather, all-to-all, broadcast, gather and scatter of at least this many "
+     "result bytes copy straight between the ranks' buffers (CMA or registered memory); -1: "
+     "never."},
+    {"CHORUS_CMA_DISABLE", "0",
+     "1: never read peers' memory with process_vm_readv (registered chorusMemAlloc buffers "
+     "are still read directly)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");
