@@ -123,7 +123,7 @@ PeerMem::~PeerMem() {
 
 chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
-  const int64_t thr = paramInt(Param::SingleCopyThreshold);
+  const int64_t thr = paramInt(Param::SingleCopyBytes);
   pm.threshold = thr < 0 ? SIZE_MAX : static_cast<size_t>(thr);
   pm.cma = false;
   const int n = comm->nranks;
