@@ -895,7 +895,10 @@ int Driver::run() {
   void* p = nullptr;
   if (o_.registered) {
     if (b_->allocRegistered(sendBytesMax_, &p, &sendHandle_) != 0) {
-      fprintf(stderr, "%s: rank %d: -R 1: %s\n", coll_.name, rank_, b_->errorString().c_str());
+      const std::string why = b_->errorString();
+      fprintf(stderr, "%s: rank %d: -R 1: %s\n", coll_.name, rank_,
+              why.empty() ? (std::string(b_->name()) + " has no buffer registration").c_str()
+                          : why.c_str());
       b_->abortJob();
       return 2;
     }

@@ -197,6 +197,9 @@ BufRef peerMemRef(chorusComm* comm, const void* p, size_t bytes) {
   const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
   for (const Registration& r : pm.regs)
     if (r.region.id && lo >= r.lo && lo <= r.hi && bytes <= r.hi - lo) {
+      // A region freed while registered (and its address reused) is not offered to peers.
+      MemRegion now;
+      if (!memFind(p, bytes, &now) || now.id != r.region.id) continue;
       ref.regionId = r.region.id;
       ref.regionBase = r.region.base;
       ref.regionBytes = r.region.bytes;
