@@ -4,7 +4,7 @@ collectives the same-host single copy serves, in interleaved rounds; medians per
 
 Usage: perf/compare_single_copy.py BUILD_DIR [--np 2] [--rounds 5]
            [--coll all_gather,reduce_scatter,broadcast,alltoall] [--min 512] [--max 128M]
-           [--no-registered] [--raw DIR]
+           [--no-registered] [--fifo] [--raw DIR]
 
 Each round runs, for every collective, Chorus, Chorus -R 1 and Open MPI (vader,self) back to
 back, the order rotated every round, so all three see the same machine state. Per size it
@@ -67,12 +67,14 @@ def main():
     ap.add_argument("--min", default="512")
     ap.add_argument("--max", default="128M")
     ap.add_argument("--no-registered", action="store_true")
+    ap.add_argument("--fifo", action="store_true")
     ap.add_argument("--raw", default=None)
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     chorusrun = os.path.join(b, "tools/chorusrun/chorusrun")
     flags = ["-b", a.min, "-e", a.max, "-f", "4", "-n", "10", "-w", "3", "-c", "1"]
-    libs = ["chorus"] + ([] if a.no_registered else ["chorus-R1"]) + ["mpi"]
+    libs = (["chorus"] + ([] if a.no_registered else ["chorus-R1"]) +
+            (["chorus-fifo"] if a.fifo else []) + ["mpi"])
     colls = a.coll.split(",")
     times = {(c, l): {} for c in colls for l in libs}
     if a.raw:
@@ -91,7 +93,10 @@ def main():
                     else:
                         flags_l = []
                     cmd += flags_l
-                rows, out = run(cmd + flags)
+                env = dict(os.environ)
+                if l == "chorus-fifo":
+                    env["CHORUS_SINGLE_COPY_THRESHOLD"] = "-1"
+                rows, out = run(cmd + flags, env)
                 if a.raw:
                     with open(os.path.join(a.raw, "%s.%s.r%d.txt" % (l, c, rnd)), "w") as f:
                         f.write(out)
@@ -103,7 +108,9 @@ def main():
           % (cpu_model(), os.cpu_count(), a.np, a.rounds))
     for c in colls:
         print("### %s\n" % c)
-        head = "| size (B) | " + " | ".join(libs) + " | ratio |" + (" ratio -R 1 |" if "chorus-R1" in libs else "")
+        head = ("| size (B) | " + " | ".join(libs) + " | ratio |" +
+                (" ratio -R 1 |" if "chorus-R1" in libs else "") +
+                (" fifo / single copy |" if "chorus-fifo" in libs else ""))
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
         for s in sorted(times[(c, "mpi")]):
@@ -114,6 +121,8 @@ def main():
             row = "| %d | %s | %.2f |" % (s, " | ".join(cells), ratio)
             if "chorus-R1" in libs:
                 row += " %.2f |" % (med["mpi"] / med["chorus-R1"] if med["chorus-R1"] > 0 else 0)
+            if "chorus-fifo" in libs:
+                row += " %.2f |" % (med["chorus-fifo"] / med["chorus"] if med["chorus"] > 0 else 0)
             print(row)
         print()
 

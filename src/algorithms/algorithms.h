@@ -36,7 +36,7 @@ chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t se
 bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes);
 class Prims;
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                             uint64_t seq, bool* done);
+                             uint64_t seq, size_t resultBytes, bool* done);
 
 // The algorithms, one per file.
 class Prims;

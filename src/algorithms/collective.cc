@@ -60,7 +60,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   p.noteWaitsIn(comm->flight->waitSlot(a.frId));
   if (singleCopyApplies(comm, a, result)) {
     bool done = false;
-    CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, &done));
+    CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, result, &done));
     if (done) return chorusSuccess;
   }
   switch (a.coll) {

@@ -38,9 +38,12 @@ struct Desc {
 
 class SingleCopy {
  public:
-  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq)
+  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq, size_t resultBytes)
       : comm_(comm), a_(a), p_(p), seq_(seq), n_(comm->nranks), rank_(comm->rank) {
     bytes_ = a.count * p.elemSize();
+    // CMA only below its limit (where it was measured to beat the FIFO); registered
+    // buffers are reached through mappings at every size. The same on every rank.
+    cma_ = comm->peerMem.cma && resultBytes < comm->peerMem.cmaLimit;
     theirs_.resize(static_cast<size_t>(n_));
   }
 
@@ -93,7 +96,7 @@ class SingleCopy {
   }
 
   const Desc& of(int r) const { return theirs_[static_cast<size_t>(r)]; }
-  bool cma() const { return comm_->peerMem.cma; }
+  bool cma() const { return cma_; }
   std::vector<int> others() const {
     std::vector<int> v;
     for (int k = 1; k < n_; ++k) v.push_back((rank_ + k) % n_);
@@ -111,6 +114,7 @@ class SingleCopy {
   uint64_t seq_;
   int n_, rank_;
   size_t bytes_;
+  bool cma_;
   std::vector<Desc> theirs_;
 };
 
@@ -256,9 +260,9 @@ bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultB
 }
 
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                             uint64_t seq, bool* done) {
+                             uint64_t seq, size_t resultBytes, bool* done) {
   *done = false;
-  SingleCopy s(comm, a, p, seq);
+  SingleCopy s(comm, a, p, seq, resultBytes);
   switch (a.coll) {
     case Coll::AllGather:
     case Coll::AllToAll: return allToAllLike(s, done);

@@ -125,6 +125,8 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
   const int64_t thr = paramInt(Param::SingleCopyBytes);
   pm.threshold = thr < 0 ? SIZE_MAX : static_cast<size_t>(thr);
+  const int64_t lim = paramInt(Param::CmaMax);
+  pm.cmaLimit = lim < 0 ? SIZE_MAX : static_cast<size_t>(lim);
   pm.cma = false;
   const int n = comm->nranks;
   if (n < 2 || comm->localRanks != n) return chorusSuccess;  // single copy: one host only

@@ -67,6 +67,7 @@ struct PeerMapping {
 struct PeerMem {
   bool cma = false;      // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;  // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
+  size_t cmaLimit = 0;   // CHORUS_CMA_MAX: CMA only for results below this
   uint64_t cookie = 0;   // read by peers during the probe
   std::mutex mutex;      // registrations come from any thread
   std::vector<Registration> regs;

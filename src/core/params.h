@@ -55,6 +55,7 @@ enum class Param : int {
   IbRegCache,          // CHORUS_IB_REG_CACHE
   SingleCopyBytes,     // CHORUS_SINGLE_COPY_THRESHOLD
   CmaDisable,          // CHORUS_CMA_DISABLE
+  CmaMax,              // CHORUS_CMA_MAX
   Count
 };
 
