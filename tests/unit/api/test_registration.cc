@@ -141,17 +141,27 @@ TEST_F(Registration, DoubleDeregisterAndOtherCommunicator) {
 }
 
 // Two thread ranks; every buffer is chorusMemAlloc memory registered on the ranks'
-// communicator (or, for `foreign`, on another communicator only: then it is plain memory
-// to this one). Sizes cross the single-copy threshold (8 KiB of output by default).
-void runRank(chorusComm_t comm, chorusComm_t other, int rank, bool foreign, int* wrong) {
+// communicator (kBoth), on another communicator only (kForeign: plain memory to this one),
+// or on rank 0 only (kRank0: each call takes the mapped path or falls back to the FIFO
+// depending on whose buffer must be reached). The test runs with CHORUS_CMA_DISABLE=1, so
+// plain memory is never reached directly. Sizes cross the single-copy threshold (8 KiB).
+enum Mode { kBoth, kForeign, kRank0 };
+const char* modeName(Mode m) {
+  return m == kBoth ? "registered" : m == kForeign ? "registered on another comm" : "rank 0 only";
+}
+
+void runRank(chorusComm_t comm, chorusComm_t other, int rank, Mode mode, int* wrong) {
+  const bool foreign = mode == kForeign;
+  const bool reg = mode != kRank0 || rank == 0;
   const int n = 2;
   for (size_t count : {size_t(3), size_t(5000), size_t(300001)}) {
     void *in = nullptr, *out = nullptr, *hin = nullptr, *hout = nullptr;
     const size_t inBytes = count * n * sizeof(int32_t), outBytes = count * n * sizeof(int32_t);
     if (chorusMemAlloc(&in, inBytes) != chorusSuccess ||
         chorusMemAlloc(&out, outBytes) != chorusSuccess ||
-        chorusCommRegister(foreign ? other : comm, in, inBytes, &hin) != chorusSuccess ||
-        chorusCommRegister(foreign ? other : comm, out, outBytes, &hout) != chorusSuccess) {
+        (reg && chorusCommRegister(foreign ? other : comm, in, inBytes, &hin) != chorusSuccess) ||
+        (reg &&
+         chorusCommRegister(foreign ? other : comm, out, outBytes, &hout) != chorusSuccess)) {
       ++*wrong;
       return;
     }
@@ -175,8 +185,22 @@ void runRank(chorusComm_t comm, chorusComm_t other, int rank, bool foreign, int*
     for (size_t i = 0; i < count; ++i) b[i] = rank == 1 ? val(9, 1, i) : -1;
     if (chorusBroadcast(out, out, count, chorusInt32, 1, comm, nullptr) != chorusSuccess) ++*wrong;
     for (size_t i = 0; i < count; ++i) *wrong += b[i] != val(9, 1, i);
-    chorusCommDeregister(foreign ? other : comm, hin);
-    chorusCommDeregister(foreign ? other : comm, hout);
+    for (int root = 0; root < n; ++root) {
+      // Gather: block r of the root's output is rank r's input.
+      for (size_t i = 0; i < count; ++i) a[i] = val(rank, 5, i);
+      if (chorusGather(in, out, count, chorusInt32, root, comm, nullptr) != chorusSuccess) ++*wrong;
+      if (rank == root)
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i) *wrong += b[r * count + i] != val(r, 5, i);
+      // Scatter: rank r gets block r of the root's input.
+      for (int j = 0; j < n; ++j)
+        for (size_t i = 0; i < count; ++i) a[j * count + i] = val(rank, 6 + j, i);
+      if (chorusScatter(in, out, count, chorusInt32, root, comm, nullptr) != chorusSuccess)
+        ++*wrong;
+      for (size_t i = 0; i < count; ++i) *wrong += b[i] != val(root, 6 + rank, i);
+    }
+    if (reg) chorusCommDeregister(foreign ? other : comm, hin);
+    if (reg) chorusCommDeregister(foreign ? other : comm, hout);
     chorusMemFree(in);
     chorusMemFree(out);
   }
@@ -186,14 +210,14 @@ TEST(RegisteredCollectives, TwoThreadRanksMatchReference) {
   chorusComm_t c[2], d[2];
   ASSERT_EQ(chorusCommInitAll(c, 2, nullptr), chorusSuccess) << chorusGetLastError(nullptr);
   ASSERT_EQ(chorusCommInitAll(d, 2, nullptr), chorusSuccess) << chorusGetLastError(nullptr);
-  for (bool foreign : {false, true}) {
+  for (Mode mode : {kBoth, kForeign, kRank0}) {
     int wrong[2] = {0, 0};
-    std::thread t0(runRank, c[0], d[0], 0, foreign, &wrong[0]);
-    std::thread t1(runRank, c[1], d[1], 1, foreign, &wrong[1]);
+    std::thread t0(runRank, c[0], d[0], 0, mode, &wrong[0]);
+    std::thread t1(runRank, c[1], d[1], 1, mode, &wrong[1]);
     t0.join();
     t1.join();
-    EXPECT_EQ(wrong[0], 0) << (foreign ? "registered on another communicator" : "registered");
-    EXPECT_EQ(wrong[1], 0) << (foreign ? "registered on another communicator" : "registered");
+    EXPECT_EQ(wrong[0], 0) << modeName(mode);
+    EXPECT_EQ(wrong[1], 0) << modeName(mode);
   }
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(chorusCommDestroy(c[r]), chorusSuccess);
