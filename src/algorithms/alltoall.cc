@@ -66,7 +66,7 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t all = blockBytes * static_cast<size_t>(n);
-  if (comm->localRanks == n && all <= comm->tuning.llBytes) {
+  if (comm->peerMem.allShm && all <= comm->tuning.llBytes) {
     // Small, one host: every block in one LL message, straight to its rank.
     if (in == out) {
       void* copy = comm->scratch.get(comm->scratch.a, all);

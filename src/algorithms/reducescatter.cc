@@ -57,7 +57,7 @@ chorusResult_t reduceScatterDirect(chorusComm* comm, const CollArgs& a, Prims& p
 }  // namespace
 
 chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  if (comm->localRanks == comm->nranks &&
+  if (comm->peerMem.allShm &&
       a.count * p.elemSize() * static_cast<size_t>(comm->nranks) <= comm->tuning.llBytes)
     return reduceScatterDirect(comm, a, p);
   // Ring in comm->ring order: the partial sum of the block owned s+1 positions back moves

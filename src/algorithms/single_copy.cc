@@ -240,7 +240,7 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
 }  // namespace
 
 bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes) {
-  if (comm->nranks < 2 || comm->localRanks != comm->nranks) return false;
+  if (!comm->peerMem.allShm) return false;
   if (resultBytes < comm->peerMem.threshold) return false;
   switch (a.coll) {
     case Coll::AllGather:

@@ -129,7 +129,12 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   pm.cmaLimit = lim < 0 ? SIZE_MAX : static_cast<size_t>(lim);
   pm.cma = false;
   const int n = comm->nranks;
-  if (n < 2 || comm->localRanks != n) return chorusSuccess;  // single copy: one host only
+  // Single copy (and the direct LL schedules that assume cheap same-host hops) only when
+  // shared memory joins every pair: one host, and shm is the one transport connected (not
+  // disabled, not replaced by a test's transport table). The same answer on every rank.
+  pm.allShm = n >= 2 && comm->localRanks == n && comm->transports.size() == 1 &&
+              std::strcmp(comm->transports[0]->name(), "shm") == 0;
+  if (!pm.allShm) return chorusSuccess;
   pm.cookie = comm->commHash ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(comm->rank + 1));
   struct Probe {
     uint64_t addr;

@@ -65,6 +65,7 @@ struct PeerMapping {
 
 /// The communicator's part: whether CMA works, the registrations, peers' mapped regions.
 struct PeerMem {
+  bool allShm = false;   // every rank on this host, every pair joined by shared memory
   bool cma = false;      // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;  // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;   // CHORUS_CMA_MAX: CMA only for results below this
