@@ -173,8 +173,10 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   if (pm.cma)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks; "
-                "used from %zu bytes (CHORUS_SINGLE_COPY_THRESHOLD)",
-                comm->rank, n, pm.threshold);
+                "used for results from %zu bytes (CHORUS_SINGLE_COPY_THRESHOLD) below %zu "
+                "(CHORUS_CMA_MAX); registered chorusMemAlloc buffers at any size above the "
+                "threshold",
+                comm->rank, n, pm.threshold, pm.cmaLimit);
   else if (!allWanted)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: CMA off (CHORUS_CMA_DISABLE); registered "
