@@ -369,6 +369,21 @@ CHORUS_API chorusResult_t chorusRecvAnySource(void* recvbuff, size_t count,
 CHORUS_API chorusResult_t chorusGroupStart(void);
 CHORUS_API chorusResult_t chorusGroupEnd(void);
 
+/** Buffer registration (NCCL's shapes). chorusMemAlloc returns `size` bytes (rounded up to
+ *  pages) of library-owned shared memory that other ranks on the host can map; free it
+ *  with chorusMemFree. It is a memfd: nothing is ever left in /dev/shm. */
+CHORUS_API chorusResult_t chorusMemAlloc(void** ptr, size_t size);
+CHORUS_API chorusResult_t chorusMemFree(void* ptr);
+
+/** Registers [buff, buff + size) on `comm` (local: no communication). Collectives whose
+ *  buffers lie in a registered chorusMemAlloc region copy straight between the ranks'
+ *  buffers, peers mapping the region; other registered memory is treated like unregistered
+ *  memory (single copy through process_vm_readv where the kernel allows it). *handle is
+ *  valid until chorusCommDeregister on the same communicator. Deregister before freeing. */
+CHORUS_API chorusResult_t chorusCommRegister(const chorusComm_t comm, void* buff, size_t size,
+                                             void** handle);
+CHORUS_API chorusResult_t chorusCommDeregister(const chorusComm_t comm, void* handle);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -112,6 +112,20 @@ class ChorusBackend : public Backend {
                 "chorusAllReduce(double)");
   }
 
+  int allocRegistered(size_t bytes, void** ptr, void** handle) override {
+    if (fail(chorusMemAlloc(ptr, bytes), "chorusMemAlloc")) return 1;
+    if (fail(chorusCommRegister(comm_, *ptr, bytes, handle), "chorusCommRegister")) {
+      chorusMemFree(*ptr);
+      *ptr = nullptr;
+      return 1;
+    }
+    return 0;
+  }
+  int releaseRegistered(void* ptr, void* handle) override {
+    if (fail(chorusCommDeregister(comm_, handle), "chorusCommDeregister")) return 1;
+    return fail(chorusMemFree(ptr), "chorusMemFree");
+  }
+
   std::string errorString() const override { return error_; }
   void abortJob() override {
     if (comm_) {

@@ -343,7 +343,8 @@ struct Options {
   int check = 1;
   int average = 1;  // 0: rank 0, 1: mean, 2: min, 3: max (nccl-tests -a)
   int root = 0;
-  int blocking = 0;  // accepted for compatibility; every call here completes on return
+  int blocking = 0;    // accepted for compatibility; every call here completes on return
+  int registered = 0;  // -R 1: library-allocated, registered buffers (nccl-tests' -R)
   std::vector<DataType> types{kFloat};
   std::vector<RedOp> ops{kSum};
   bool allTypes = false;
@@ -408,6 +409,7 @@ void usage(const char* prog, FILE* f) {
           "  -r,--root <root>                                    default 0\n"
           "  -z,--blocking <0/1> (accepted; calls are blocking)   default 0\n"
           "  -a,--average <0:rank0/1:avg/2:min/3:max>            default 1\n"
+          "  -R,--local_register <0/1: registered buffers>        default 0\n"
           "  -t,--nthreads 1  -g,--ngpus 1 (only 1 is supported)\n"
           "  --csv <file>    also write the rows as CSV (rank 0)\n"
           "  --json <file>   also write the rows as JSON (rank 0)\n"
@@ -438,6 +440,7 @@ int parseOptions(int argc, char** argv, Options* o, bool quiet) {
                                            {"timeout", required_argument, nullptr, 'T'},
                                            {"cudagraph", required_argument, nullptr, 'G'},
                                            {"average", required_argument, nullptr, 'a'},
+                                           {"local_register", required_argument, nullptr, 'R'},
                                            {"csv", required_argument, nullptr, kOptCsv},
                                            {"json", required_argument, nullptr, kOptJson},
                                            {"help", no_argument, nullptr, 'h'},
@@ -448,7 +451,7 @@ int parseOptions(int argc, char** argv, Options* o, bool quiet) {
   };
   opterr = quiet ? 0 : 1;
   int c;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:a:h", longOpts,
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:a:R:h", longOpts,
                           nullptr)) != -1) {
     int iv = 0;
     switch (c) {
@@ -490,6 +493,10 @@ int parseOptions(int argc, char** argv, Options* o, bool quiet) {
       case 'a':
         if (!parseInt(optarg, &o->average) || o->average < 0 || o->average > 3)
           return bad("average mode", optarg);
+        break;
+      case 'R':
+        if (!parseInt(optarg, &o->registered) || o->registered < 0 || o->registered > 1)
+          return bad("registration flag (0 or 1)", optarg);
         break;
       case 'r':
         if (!parseInt(optarg, &o->root) || o->root < 0) return bad("root", optarg);
@@ -646,6 +653,8 @@ class Driver {
   Options o_;
   int rank_ = 0, nranks_ = 1;
   char* sendbuf_ = nullptr;
+  void* sendHandle_ = nullptr;  // -R 1
+  void* recvHandle_ = nullptr;
   char* recvbuf_ = nullptr;
   size_t sendBytesMax_ = 0, recvBytesMax_ = 0;
   std::vector<Row> rows_;
@@ -672,6 +681,7 @@ void Driver::printHeader() {
       "agg iters: %d validation: %d graph: 0\n",
       o_.minBytes, o_.maxBytes, o_.stepFactor > 1 ? o_.stepFactor : o_.stepBytes,
       o_.stepFactor > 1 ? "factor" : "bytes", o_.warmupIters, o_.iters, o_.aggIters, o_.check);
+  if (o_.registered) print("# Registered buffers (-R 1): library-allocated, registered\n");
   print("#\n# Using devices\n");
   RankInfo mine;
   memset(&mine, 0, sizeof mine);
@@ -883,18 +893,36 @@ int Driver::run() {
   recvBytesMax_ = std::max<size_t>(std::max(maxCounts.recvCount, maxCounts.sendCount), 1);
   const size_t align = 4096;
   void* p = nullptr;
-  if (posix_memalign(&p, align, (sendBytesMax_ + align - 1) / align * align) != 0) {
-    fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes\n", coll_.name, rank_, sendBytesMax_);
-    b_->abortJob();
-    return 2;
+  if (o_.registered) {
+    if (b_->allocRegistered(sendBytesMax_, &p, &sendHandle_) != 0) {
+      const std::string why = b_->errorString();
+      fprintf(stderr, "%s: rank %d: -R 1: %s\n", coll_.name, rank_,
+              why.empty() ? (std::string(b_->name()) + " has no buffer registration").c_str()
+                          : why.c_str());
+      b_->abortJob();
+      return 2;
+    }
+    sendbuf_ = static_cast<char*>(p);
+    if (b_->allocRegistered(recvBytesMax_, &p, &recvHandle_) != 0) {
+      fprintf(stderr, "%s: rank %d: -R 1: %s\n", coll_.name, rank_, b_->errorString().c_str());
+      b_->abortJob();
+      return 2;
+    }
+    recvbuf_ = static_cast<char*>(p);
+  } else {
+    if (posix_memalign(&p, align, (sendBytesMax_ + align - 1) / align * align) != 0) {
+      fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes\n", coll_.name, rank_, sendBytesMax_);
+      b_->abortJob();
+      return 2;
+    }
+    sendbuf_ = static_cast<char*>(p);
+    if (posix_memalign(&p, align, (recvBytesMax_ + align - 1) / align * align) != 0) {
+      fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes\n", coll_.name, rank_, recvBytesMax_);
+      b_->abortJob();
+      return 2;
+    }
+    recvbuf_ = static_cast<char*>(p);
   }
-  sendbuf_ = static_cast<char*>(p);
-  if (posix_memalign(&p, align, (recvBytesMax_ + align - 1) / align * align) != 0) {
-    fprintf(stderr, "%s: rank %d: cannot allocate %zu bytes\n", coll_.name, rank_, recvBytesMax_);
-    b_->abortJob();
-    return 2;
-  }
-  recvbuf_ = static_cast<char*>(p);
   memset(sendbuf_, 0, sendBytesMax_);
   memset(recvbuf_, 0, recvBytesMax_);
 
@@ -916,8 +944,13 @@ int Driver::run() {
   // the other ranks exit 1 at once, and the launcher then kills rank 0 mid-table.
   check(b_->barrier(), "final barrier");
 
-  free(sendbuf_);
-  free(recvbuf_);
+  if (o_.registered) {
+    check(b_->releaseRegistered(sendbuf_, sendHandle_), "releasing the registered send buffer");
+    check(b_->releaseRegistered(recvbuf_, recvHandle_), "releasing the registered recv buffer");
+  } else {
+    free(sendbuf_);
+    free(recvbuf_);
+  }
   return errors_ ? 1 : 0;
 }
 

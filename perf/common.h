@@ -53,6 +53,17 @@ class Backend {
 
   /// Joins the job (reads the launcher's environment). Called once, before anything else.
   virtual int init(int* argc, char*** argv) = 0;
+  /// -R 1 (as in nccl-tests): `bytes` of the library's own shareable memory, registered
+  /// with the communicator (*handle for releaseRegistered). Returns 0, or 1 with
+  /// errorString() set; backends without registration say so.
+  virtual int allocRegistered(size_t bytes, void** ptr, void** handle) {
+    (void)bytes, (void)ptr, (void)handle;
+    return 1;
+  }
+  virtual int releaseRegistered(void* ptr, void* handle) {
+    (void)ptr, (void)handle;
+    return 1;
+  }
   /// Short name printed in headers and CSV/JSON ("chorus", "mpi").
   virtual const char* name() const = 0;
   /// One line describing the library build (version), printed in the header.

@@ -30,6 +30,14 @@ void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uin
 /// both calls named, when they differ (src/algorithms/check.cc).
 chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t seq);
 
+/// Same-host single copy (src/algorithms/single_copy.cc): whether a call may take it (the
+/// same answer on every rank), and the run, which sets *done = false when the call falls
+/// back to the FIFO schedule (decided alike on every rank).
+bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes);
+class Prims;
+chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                             uint64_t seq, size_t resultBytes, bool* done);
+
 // The algorithms, one per file.
 class Prims;
 chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);

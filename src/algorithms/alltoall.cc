@@ -2,7 +2,8 @@
 //
 // Pieces go straight to their destination. All-to-all runs n-1 rounds; in round k a rank
 // sends to rank+k and receives from rank-k, one piece each way at a time, so every FIFO
-// drains while it fills and no cycle of full FIFOs can form.
+// drains while it fills and no cycle of full FIFOs can form. Small all-to-alls on one host
+// send every block in one LL message instead (larger ones copy once: single_copy.cc).
 #include <algorithm>
 #include <cstring>
 
@@ -64,6 +65,26 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
+  const size_t all = blockBytes * static_cast<size_t>(n);
+  if (comm->peerMem.allShm && all <= comm->tuning.llBytes) {
+    // Small, one host: every block in one LL message, straight to its rank.
+    if (in == out) {
+      void* copy = comm->scratch.get(comm->scratch.a, all);
+      std::memcpy(copy, in, all);
+      in = static_cast<const char*>(copy);
+    }
+    for (int k = 1; k < n; ++k) {
+      const int to = (rank + k) % n;
+      CHORUS_CHECK(p.sendLL(to, in + static_cast<size_t>(to) * blockBytes, blockBytes));
+    }
+    std::memmove(out + static_cast<size_t>(rank) * blockBytes,
+                 in + static_cast<size_t>(rank) * blockBytes, blockBytes);
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank - k + n) % n;
+      CHORUS_CHECK(p.recvLL(from, out + static_cast<size_t>(from) * blockBytes, blockBytes));
+    }
+    return chorusSuccess;
+  }
   if (in == out) {
     // In place: a block we still have to send may be overwritten by one we receive, so
     // send from a copy.

@@ -54,9 +54,15 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->nranks == 1) return runSingleRank(a);
   if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
-  const Plan plan = commChoosePlan(comm, a.coll, resultBytes(comm, a));
+  const size_t result = resultBytes(comm, a);
+  const Plan plan = commChoosePlan(comm, a.coll, result);
   Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
   p.noteWaitsIn(comm->flight->waitSlot(a.frId));
+  if (singleCopyApplies(comm, a, result)) {
+    bool done = false;
+    CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, result, &done));
+    if (done) return chorusSuccess;
+  }
   switch (a.coll) {
     case Coll::AllReduce:
       if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)

@@ -16,6 +16,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "chorus.h"
 #include "src/comm/flight_recorder.h"
+#include "src/comm/peer_mem.h"
 #include "src/core/coll.h"
 #include "kernels/reduce_spec.h"
 #include "transports/transport.h"
@@ -149,6 +150,8 @@ struct chorusComm {
   std::atomic<bool> initFailed{false};
   chorus::Scratch scratch;
   chorus::PtrCache ptrCache;
+  /// Single copy between local ranks: CMA probe, registrations, peers' mapped regions.
+  chorus::PeerMem peerMem;
 
   std::mutex errorMutex;
   std::string lastError;

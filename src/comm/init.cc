@@ -221,6 +221,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     CHORUS_INFO(kLogInit, "rank %d: ring order %s", rank, text.c_str());
   }
   CHORUS_CHECK(connectTransports(comm));
+  CHORUS_CHECK(peerMemInit(comm));
   commTuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
   CHORUS_INFO(kLogInit,
               "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B", rank,

@@ -103,6 +103,16 @@ const ParamInfo kParams[] = {
     {"CHORUS_TCP_POLL_MAX_BYTES", "4K",
      "After a TCP message larger than this a waiting thread does not read the sockets itself: the "
      "progress thread keeps reading ahead while it reduces (bandwidth over latency)."},
+    {"CHORUS_SINGLE_COPY_THRESHOLD", "8K",
+     "Same-host all-gather, all-to-all, broadcast, gather and scatter of at least this many "
+     "result bytes copy straight between the ranks' buffers (CMA or registered memory); -1: "
+     "never."},
+    {"CHORUS_CMA_DISABLE", "0",
+     "1: never read peers' memory with process_vm_readv (registered chorusMemAlloc buffers "
+     "are still read directly)."},
+    {"CHORUS_CMA_MAX", "1M",
+     "process_vm_readv/writev only for results below this many bytes (larger ones go through "
+     "the FIFO unless registered); -1: no limit."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

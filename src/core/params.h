@@ -55,6 +55,9 @@ enum class Param : int {
   IbRegCache,          // CHORUS_IB_REG_CACHE
   TcpBusyPollUs,       // CHORUS_TCP_BUSY_POLL_US
   TcpPollMaxBytes,     // CHORUS_TCP_POLL_MAX_BYTES
+  SingleCopyBytes,     // CHORUS_SINGLE_COPY_THRESHOLD
+  CmaDisable,          // CHORUS_CMA_DISABLE
+  CmaMax,              // CHORUS_CMA_MAX
   Count
 };
 

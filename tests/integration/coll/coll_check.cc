@@ -381,6 +381,9 @@ static void fillJunk(uint8_t* dst, size_t len, int rank, uint32_t seed) {
 // ---------------------------------------------------------------------------------------
 
 static constexpr size_t kGuard = 64;
+// setRegisteredBuffers: every buffer from chorusMemAlloc, registered on the case's comm.
+static bool registeredBuffers = false;
+void setRegisteredBuffers(bool on) { registeredBuffers = on; }
 static inline uint8_t guardByte(size_t k) { return uint8_t(0xA5 ^ (k * 29)); }
 
 struct GBuf {
@@ -392,9 +395,22 @@ struct GBuf {
   bool hasSnap = false;
   const char* name = "";
 
-  GBuf(const char* nm, size_t n, size_t misalign) : bytes(n), pre(kGuard + misalign), name(nm) {
+  chorusComm_t regComm = nullptr;  // registered mode: chorusMemAlloc + chorusCommRegister
+  void* regHandle = nullptr;
+
+  GBuf(const char* nm, size_t n, size_t misalign, chorusComm_t comm)
+      : bytes(n), pre(kGuard + misalign), name(nm) {
     void* p = nullptr;
-    if (posix_memalign(&p, 64, pre + n + kGuard) != 0) {
+    if (comm) {
+      chorusResult_t r = chorusMemAlloc(&p, pre + n + kGuard);
+      if (r == chorusSuccess) r = chorusCommRegister(comm, p, pre + n + kGuard, &regHandle);
+      if (r != chorusSuccess) {
+        std::fprintf(stderr, "coll_check: registered buffer of %zu bytes: %s\n", n,
+                     chorusGetLastError(comm));
+        std::abort();
+      }
+      regComm = comm;
+    } else if (posix_memalign(&p, 64, pre + n + kGuard) != 0) {
       std::fprintf(stderr, "coll_check: out of memory allocating %zu bytes\n", n);
       std::abort();
     }
@@ -403,7 +419,18 @@ struct GBuf {
     for (size_t k = 0; k < pre; ++k) base[k] = guardByte(k);
     for (size_t k = 0; k < kGuard; ++k) data[n + k] = guardByte(k + 7);
   }
-  ~GBuf() { std::free(base); }
+  ~GBuf() {
+    if (!regComm) {
+      std::free(base);
+      return;
+    }
+    if (chorusCommDeregister(regComm, regHandle) != chorusSuccess ||
+        chorusMemFree(base) != chorusSuccess) {
+      std::fprintf(stderr, "coll_check: releasing a registered buffer: %s\n",
+                   chorusGetLastError(regComm));
+      std::abort();
+    }
+  }
   GBuf(const GBuf&) = delete;
   GBuf& operator=(const GBuf&) = delete;
 
@@ -457,7 +484,7 @@ struct CaseRun::Impl {
   int lateRank = 0;
 
   GBuf* add(const char* name, size_t bytes, size_t misalign) {
-    bufs.emplace_back(new GBuf(name, bytes, misalign));
+    bufs.emplace_back(new GBuf(name, bytes, misalign, registeredBuffers ? comm : nullptr));
     return bufs.back().get();
   }
   ~Impl() {

@@ -150,6 +150,11 @@ struct MatrixOptions {
 
 std::vector<Case> buildCases(Coll coll, int nranks, const MatrixOptions& opts);
 
+// From now on every case's buffers (guards included) come from chorusMemAlloc and are
+// registered on the case's communicator (chorusCommRegister) until the case ends, so the
+// collectives take the registered single-copy path where it applies.
+void setRegisteredBuffers(bool on);
+
 // One rank's share of one case. prepare() allocates and fills, launch() issues the call
 // (several CaseRuns may be launched on one stream, or inside one group, before any is
 // verified), verify() compares everything once the call has completed.

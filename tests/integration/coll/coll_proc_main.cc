@@ -3,7 +3,7 @@
 //   chorusrun -np N coll_proc_main [--coll all_reduce,broadcast,...|all] [--types int8,...]
 //       [--ops sum,avg,...] [--sizes 0,1,7,1023] [--mid 100003|none]
 //       [--big none|subset|all] [--rotation 0|1] [--no-nan] [--no-inplace]
-//       [--no-outofplace] [--max-messages K] [--list]
+//       [--no-outofplace] [--max-messages K] [--registered] [--list]
 //
 // Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the
 // same case list (coll_check.h: buildCases, the same coverage as the thread suite for the chosen
@@ -44,7 +44,7 @@ std::vector<std::string> splitList(const std::string& s) {
                "usage: coll_proc_main [--coll LIST|all] [--types LIST] [--ops LIST] "
                "[--sizes LIST] [--mid LIST|none] [--big none|subset|all] [--rotation 0|1] "
                "[--no-nan] [--no-inplace] "
-               "[--no-outofplace] [--max-messages K] [--list]\n"
+               "[--no-outofplace] [--max-messages K] [--registered] [--list]\n"
                "  collectives: all_reduce broadcast reduce all_gather reduce_scatter scatter "
                "gather all_to_all send_recv barrier split stream\n",
                msg);
@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
       opts.outOfPlace = false;
     } else if (a == "--max-messages") {
       maxMessages = size_t(std::strtoull(next().c_str(), nullptr, 10));
+    } else if (a == "--registered") {
+      setRegisteredBuffers(true);  // chorusMemAlloc + chorusCommRegister for every buffer
     } else if (a == "--list") {
       listOnly = true;
     } else if (a == "-h" || a == "--help") {

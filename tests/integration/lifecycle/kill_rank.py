@@ -2,6 +2,10 @@
 """SIGKILL one of N ranks in the middle of a 64 MiB all-reduce loop; the others must fail.
 
 Usage: kill_rank.py --worker PATH [--np 4] [--victim 2] [--timeout-s 20] [--bytes B]
+                    [--registered]
+
+--registered: the ranks all-gather between chorusMemAlloc buffers registered on the
+communicator (the single-copy path, peers mapping each other's buffers) instead.
 
 No launcher is involved (chorusrun would kill the whole job as soon as one rank dies by a
 signal, hiding what the library does): this script starts every rank itself with
@@ -72,7 +76,7 @@ class Rank:
 
 
 def run_kill(prefixes, worker, addr, victim, timeout_s, bytes_, cwd=None, extra_env=None,
-             start_limit=180):
+             start_limit=180, worker_args=()):
     """prefixes[r]: the argv prefix that runs a command on rank r's host ([] locally).
     Returns (seconds from the kill to the last survivor's exit, the survivors' lines)."""
     n = len(prefixes)
@@ -84,7 +88,8 @@ def run_kill(prefixes, worker, addr, victim, timeout_s, bytes_, cwd=None, extra_
             env.update(CHORUS_RANK=str(r), CHORUS_WORLD_SIZE=str(n), CHORUS_INIT="tcp://" + addr,
                        CHORUS_TIMEOUT_S=str(timeout_s))
             env.pop("CHORUS_INIT_SERVED", None)
-            ranks.append(Rank(r, prefixes[r] + [worker, "--bytes", str(bytes_)], env, cwd))
+            ranks.append(Rank(r, prefixes[r] + [worker, "--bytes", str(bytes_)] + list(worker_args),
+                              env, cwd))
         # Into the loop: every rank has finished at least one checked all-reduce.
         t0 = time.time()
         while min(k.iters for k in ranks) < 1:
@@ -146,11 +151,13 @@ def main():
     ap.add_argument("--victim", type=int, default=2)
     ap.add_argument("--timeout-s", type=int, default=20)
     ap.add_argument("--bytes", type=int, default=64 << 20)
+    ap.add_argument("--registered", action="store_true")
     a = ap.parse_args()
     addr = "127.0.0.1:%d" % free_port()
     try:
         took, lines, pids = run_kill([[]] * a.np, os.path.abspath(a.worker), addr, a.victim,
-                                     a.timeout_s, a.bytes)
+                                     a.timeout_s, a.bytes,
+                                     worker_args=["--registered", "1"] if a.registered else [])
         for l in lines:
             log(l)
         log("every survivor returned an error; the last exited %.1f s after the kill "

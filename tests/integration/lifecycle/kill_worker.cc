@@ -1,7 +1,7 @@
 // kill_worker.cc — one rank of the "SIGKILL a rank mid all-reduce" test (kill_rank.py).
 //
 //   CHORUS_RANK=r CHORUS_WORLD_SIZE=n CHORUS_INIT=tcp://host:port kill_worker [--bytes B]
-//       [--iters N] [--sleep-ms M]
+//       [--iters N] [--sleep-ms M] [--registered 1]
 //
 // No launcher: the test starts every rank itself, so when it SIGKILLs one of them nothing
 // but the library can tell the others. Each rank initializes from the environment and runs
@@ -12,6 +12,8 @@
 // aborts the communicator and exits 3. It exits 0 after N clean iterations (default
 // 100000: the test always kills someone first; hostile_peers.py runs a few, with a pause of
 // M ms after each), then prints "rank R: DONE"; 1 on a wrong result or a failed init.
+// --registered 1: an all-gather loop instead, between chorusMemAlloc buffers registered on
+// the communicator (B bytes of output; the same-host single-copy path).
 #include <chorus.h>
 #include <unistd.h>
 
@@ -22,10 +24,64 @@
 #include <string>
 #include <vector>
 
+namespace {
+
+int failed(chorusComm_t comm, int rank, chorusResult_t r, double took) {
+  std::printf("rank %d: ERROR %s after %.2f s: %s\n", rank, chorusGetErrorString(r), took,
+              chorusGetLastError(comm));
+  std::fflush(stdout);
+  chorusCommAbort(comm);
+  return 3;
+}
+
+// --registered 1: every rank's block is rank + 1 everywhere; the output is checked at each
+// block's first and last element.
+int allGatherLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, long sleepMs) {
+  const size_t count = bytes / sizeof(float) / static_cast<size_t>(n);
+  void *in = nullptr, *out = nullptr, *hin = nullptr, *hout = nullptr;
+  if (chorusMemAlloc(&in, count * sizeof(float)) != chorusSuccess ||
+      chorusMemAlloc(&out, count * n * sizeof(float)) != chorusSuccess ||
+      chorusCommRegister(comm, in, count * sizeof(float), &hin) != chorusSuccess ||
+      chorusCommRegister(comm, out, count * n * sizeof(float), &hout) != chorusSuccess) {
+    std::printf("rank %d: REGISTER-FAILED: %s\n", rank, chorusGetLastError(comm));
+    return 1;
+  }
+  float* fin = static_cast<float*>(in);
+  float* fout = static_cast<float*>(out);
+  for (size_t i = 0; i < count; ++i) fin[i] = static_cast<float>(rank + 1);
+  for (long it = 0; it < iters; ++it) {
+    fout[0] = fout[count * n - 1] = -1;
+    const auto start = std::chrono::steady_clock::now();
+    chorusResult_t r = chorusAllGather(in, out, count, chorusFloat32, comm, nullptr);
+    if (r != chorusSuccess)
+      return failed(
+          comm, rank, r,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (int b = 0; b < n; ++b)
+      if (fout[b * count] != b + 1 || fout[(b + 1) * count - 1] != b + 1) {
+        std::printf("rank %d: WRONG at iter %ld in block %d\n", rank, it, b);
+        return 1;
+      }
+    std::printf("rank %d: iter %ld ok\n", rank, it);
+    std::fflush(stdout);
+    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+  }
+  chorusCommDeregister(comm, hin);
+  chorusCommDeregister(comm, hout);
+  chorusMemFree(in);
+  chorusMemFree(out);
+  chorusCommDestroy(comm);
+  std::printf("rank %d: DONE\n", rank);
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   size_t bytes = 64u << 20;
   long iters = 100000;
   long sleepMs = 0;
+  bool registered = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--bytes"))
       bytes = std::strtoull(argv[i + 1], nullptr, 10);
@@ -33,8 +89,11 @@ int main(int argc, char** argv) {
       iters = std::atol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--sleep-ms"))
       sleepMs = std::atol(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--registered"))
+      registered = std::atoi(argv[i + 1]) != 0;
     else {
-      std::fprintf(stderr, "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M]\n");
+      std::fprintf(stderr,
+                   "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M] [--registered 1]\n");
       return 2;
     }
   }
@@ -46,6 +105,7 @@ int main(int argc, char** argv) {
   int rank = 0, n = 0;
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &n);
+  if (registered) return allGatherLoop(comm, rank, n, bytes, iters, sleepMs);
   const size_t count = bytes / sizeof(float);
   std::vector<float> buf(count);
   for (long it = 0; it < iters; ++it) {

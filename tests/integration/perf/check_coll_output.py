@@ -133,6 +133,9 @@ def main():
         cases = [(args, sizes(8, 1 << 20, 32), ("float",))]
         if coll != "barrier":
             cases.append((every + args[12:], sizes(8, 4096, 8), all_types))
+        if not os.path.basename(perf).endswith("_gloo_perf"):
+            # -R 1: chorusMemAlloc buffers registered on the communicator (single copy).
+            cases.append((args + ["-R", "1"], sizes(8, 1 << 20, 32), ("float",)))
         for case_args, want_sizes, types in cases:
             label = "np %d, %s %s" % (np, coll, " ".join(case_args))
             try:

@@ -1,0 +1,276 @@
+// single_copy.cc — same-host collectives that copy once, straight between user buffers.
+//
+// The FIFO path copies every byte twice (into a slot, out of it). When all ranks share a
+// host, a rank can instead reach a peer's buffer directly (src/comm/peer_mem.h): through
+// process_vm_readv/writev (CMA) when the kernel allows it, or through a mapping of the
+// peer's registered chorusMemAlloc region. Each call then runs in three steps:
+//   1. the ranks that touch each other's buffers swap descriptors (addresses, and the
+//      region when registered) on the LL path;
+//   2. each rank copies what it needs, one copy per byte;
+//   3. each rank tells the owners of the buffers it touched that it is done, and waits for
+//      the same from the ranks that touch its buffers, so no call returns while a peer
+//      still reads its input or writes its output.
+// The work is spread over all ranks: in all-gather and all-to-all every rank reads its
+// blocks from the others, in gather every rank writes its block into the root's output,
+// in scatter every rank reads its block from the root's input, and in broadcast the root
+// writes part of every receiver's output while the receivers read the rest.
+// Whether a call runs here is decided from what every rank knows (size, CMA probe), and,
+// after step 1, from descriptors seen by both ends of every pair, so the ranks never
+// disagree; a buffer that cannot be reached falls back to the FIFO path.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/comm/peer_mem.h"
+#include "src/core/checks.h"
+
+namespace chorus {
+namespace {
+
+struct Desc {
+  BufRef send;
+  BufRef recv;
+  uint64_t seq;
+  uint64_t bytes;  // the caller's count in bytes (per block where blocks apply)
+};
+
+class SingleCopy {
+ public:
+  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq, size_t resultBytes)
+      : comm_(comm), a_(a), p_(p), seq_(seq), n_(comm->nranks), rank_(comm->rank) {
+    bytes_ = a.count * p.elemSize();
+    // CMA only below its limit (where it was measured to beat the FIFO); registered
+    // buffers are reached through mappings at every size. The same on every rank.
+    cma_ = comm->peerMem.cma && resultBytes < comm->peerMem.cmaLimit;
+    theirs_.resize(static_cast<size_t>(n_));
+  }
+
+  // Sends our descriptor to every rank in `to`, receives one from every rank in `from`.
+  chorusResult_t swap(const std::vector<int>& to, const std::vector<int>& from, bool sendSide,
+                      bool recvSide) {
+    Desc mine{};
+    const size_t n = static_cast<size_t>(n_);
+    const size_t sendBytes =
+        (a_.coll == Coll::AllToAll || (a_.coll == Coll::Scatter && rank_ == a_.root)) ? bytes_ * n
+                                                                                      : bytes_;
+    const size_t recvBytes = (a_.coll == Coll::AllGather || a_.coll == Coll::AllToAll ||
+                              (a_.coll == Coll::Gather && rank_ == a_.root))
+                                 ? bytes_ * n
+                                 : bytes_;
+    if (sendSide) mine.send = peerMemRef(comm_, a_.sendbuf, sendBytes);
+    mine.send.pad = a_.sendbuf == a_.recvbuf ? 1 : 0;
+    if (recvSide) mine.recv = peerMemRef(comm_, a_.recvbuf, recvBytes);
+    mine.seq = seq_;
+    mine.bytes = bytes_;
+    theirs_[static_cast<size_t>(rank_)] = mine;
+    for (int peer : to) CHORUS_CHECK(p_.sendLL(peer, &mine, sizeof mine));
+    for (int peer : from) {
+      Desc& d = theirs_[static_cast<size_t>(peer)];
+      CHORUS_CHECK(p_.recvLL(peer, &d, sizeof d));
+      if (d.seq != seq_ || d.bytes != bytes_)
+        return fail(chorusInvalidUsage, __FILE__, __LINE__,
+                    "%s #%llu on rank %d: rank %d is in call #%llu with %llu bytes where this "
+                    "rank has %zu: the ranks called different collectives, counts or types",
+                    collName(a_.coll), static_cast<unsigned long long>(seq_), rank_, peer,
+                    static_cast<unsigned long long>(d.seq),
+                    static_cast<unsigned long long>(d.bytes), bytes_);
+    }
+    return chorusSuccess;
+  }
+
+  // Step 3: "done" to every rank in `to`, and wait for it from every rank in `from`.
+  chorusResult_t finish(const std::vector<int>& to, const std::vector<int>& from) {
+    for (int peer : to) CHORUS_CHECK(p_.sendLL(peer, &seq_, sizeof seq_));
+    for (int peer : from) {
+      uint64_t got = 0;
+      CHORUS_CHECK(p_.recvLL(peer, &got, sizeof got));
+      if (got != seq_)
+        return fail(chorusInternalError, __FILE__, __LINE__,
+                    "%s #%llu on rank %d: rank %d finished call #%llu", collName(a_.coll),
+                    static_cast<unsigned long long>(seq_), rank_, peer,
+                    static_cast<unsigned long long>(got));
+    }
+    return chorusSuccess;
+  }
+
+  const Desc& of(int r) const { return theirs_[static_cast<size_t>(r)]; }
+  bool cma() const { return cma_; }
+  std::vector<int> others() const {
+    std::vector<int> v;
+    for (int k = 1; k < n_; ++k) v.push_back((rank_ + k) % n_);
+    return v;
+  }
+  std::vector<int> othersFrom() const {  // the receive order that matches others() sends
+    std::vector<int> v;
+    for (int k = 1; k < n_; ++k) v.push_back((rank_ - k + n_) % n_);
+    return v;
+  }
+
+  chorusComm* comm_;
+  const CollArgs& a_;
+  Prims& p_;
+  uint64_t seq_;
+  int n_, rank_;
+  size_t bytes_;
+  bool cma_;
+  std::vector<Desc> theirs_;
+};
+
+// Every rank reads block `rank` (all-to-all) or the whole input (all-gather) of every other.
+chorusResult_t allToAllLike(SingleCopy& s, bool* done) {
+  const bool a2a = s.a_.coll == Coll::AllToAll;
+  const std::vector<int> to = s.others(), from = s.othersFrom();
+  CHORUS_CHECK(s.swap(to, from, true, false));
+  for (int r = 0; r < s.n_; ++r)
+    if (!peerMemReachable(s.of(r).send, s.cma())) return chorusSuccess;  // all see the same
+  const size_t b = s.bytes_;
+  char* out = static_cast<char*>(s.a_.recvbuf);
+  const char* in = static_cast<const char*>(s.a_.sendbuf);
+  const size_t mine = static_cast<size_t>(s.rank_);
+  const char* own = a2a ? in + mine * b : in;
+  if (out + mine * b != own) std::memmove(out + mine * b, own, b);
+  for (int peer : from)
+    CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).send, a2a ? mine * b : 0,
+                             out + static_cast<size_t>(peer) * b, b));
+  CHORUS_CHECK(s.finish(to, from));
+  *done = true;
+  return chorusSuccess;
+}
+
+// The root writes the first part of every receiver's output when it has no copy of its own
+// to make (in place) and can reach it; the receivers read the rest.
+chorusResult_t broadcast(SingleCopy& s, bool* done) {
+  const int root = s.a_.root, n = s.n_;
+  const size_t b = s.bytes_;
+  std::vector<int> peersOfRoot;
+  if (s.rank_ == root)
+    peersOfRoot = s.others();
+  else
+    peersOfRoot = {root};
+  CHORUS_CHECK(s.swap(peersOfRoot, peersOfRoot, s.rank_ == root, s.rank_ != root));
+  if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
+  const Desc& r = s.of(root);
+  // The root tells the receivers in its descriptor whether it is in place (send.pad).
+  const bool rootInPlace = r.send.pad == 1;
+  const size_t rootPart =
+      rootInPlace ? (b / static_cast<size_t>(n)) & ~static_cast<size_t>(4095) : 0;
+  if (s.rank_ == root) {
+    if (!rootInPlace) std::memcpy(s.a_.recvbuf, s.a_.sendbuf, b);
+    for (int peer : peersOfRoot) {
+      const BufRef& dst = s.of(peer).recv;
+      if (rootPart && peerMemReachable(dst, s.cma()))
+        CHORUS_CHECK(peerMemWrite(s.comm_, peer, dst, 0, s.a_.sendbuf, rootPart));
+    }
+  } else {
+    const size_t from = rootPart && peerMemReachable(s.of(s.rank_).recv, s.cma()) ? rootPart : 0;
+    CHORUS_CHECK(peerMemRead(s.comm_, root, r.send, from, static_cast<char*>(s.a_.recvbuf) + from,
+                             b - from));
+  }
+  CHORUS_CHECK(s.finish(peersOfRoot, peersOfRoot));
+  *done = true;
+  return chorusSuccess;
+}
+
+// Every rank writes its block into the root's output; ranks that cannot send theirs
+// through the FIFO.
+chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
+  const int root = s.a_.root;
+  const size_t b = s.bytes_, elem = s.p_.elemSize();
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  if (s.rank_ == root) {
+    const std::vector<int> to = s.others();
+    CHORUS_CHECK(s.swap(to, {}, false, true));
+    char* out = static_cast<char*>(s.a_.recvbuf);
+    char* own = out + static_cast<size_t>(root) * b;
+    if (own != s.a_.sendbuf) std::memmove(own, s.a_.sendbuf, b);
+    std::vector<int> wrote;
+    const bool reach = peerMemReachable(s.of(root).recv, s.cma());
+    for (int peer : to) {
+      if (reach) {
+        wrote.push_back(peer);
+        continue;
+      }
+      for (size_t off = 0; off < s.a_.count; off += pieceElems)
+        CHORUS_CHECK(s.p_.recv(peer, out + static_cast<size_t>(peer) * b + off * elem,
+                               std::min(pieceElems, s.a_.count - off)));
+    }
+    CHORUS_CHECK(s.finish({}, wrote));
+  } else {
+    CHORUS_CHECK(s.swap({}, {root}, false, false));
+    const BufRef& dst = s.of(root).recv;
+    if (peerMemReachable(dst, s.cma())) {
+      CHORUS_CHECK(
+          peerMemWrite(s.comm_, root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b));
+      CHORUS_CHECK(s.finish({root}, {}));
+    } else {
+      const char* in = static_cast<const char*>(s.a_.sendbuf);
+      for (size_t off = 0; off < s.a_.count; off += pieceElems)
+        CHORUS_CHECK(
+            s.p_.send(root, in + off * elem, std::min(pieceElems, s.a_.count - off), false));
+    }
+  }
+  *done = true;
+  return chorusSuccess;
+}
+
+// Every rank reads its block from the root's input.
+chorusResult_t scatter(SingleCopy& s, bool* done) {
+  const int root = s.a_.root;
+  const size_t b = s.bytes_;
+  if (s.rank_ == root) {
+    const std::vector<int> to = s.others();
+    CHORUS_CHECK(s.swap(to, {}, true, false));
+    if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    const char* own = static_cast<const char*>(s.a_.sendbuf) + static_cast<size_t>(root) * b;
+    if (own != s.a_.recvbuf) std::memmove(s.a_.recvbuf, own, b);
+    CHORUS_CHECK(s.finish({}, to));
+  } else {
+    CHORUS_CHECK(s.swap({}, {root}, false, false));
+    if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    CHORUS_CHECK(peerMemRead(s.comm_, root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
+                             s.a_.recvbuf, b));
+    CHORUS_CHECK(s.finish({root}, {}));
+  }
+  *done = true;
+  return chorusSuccess;
+}
+
+}  // namespace
+
+bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes) {
+  if (!comm->peerMem.allShm) return false;
+  if (resultBytes < comm->peerMem.threshold) return false;
+  switch (a.coll) {
+    case Coll::AllGather:
+    case Coll::Broadcast:
+    case Coll::Gather:
+    case Coll::Scatter: break;
+    case Coll::AllToAll:
+      // In place, a peer would read a block this rank is overwriting.
+      if (a.sendbuf == a.recvbuf) return false;
+      break;
+    default: return false;
+  }
+  for (int r = 0; r < comm->nranks; ++r)
+    if (r != comm->rank && comm->sendConn[static_cast<size_t>(r)]->llMaxBytes() < sizeof(Desc))
+      return false;
+  return true;
+}
+
+chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                             uint64_t seq, size_t resultBytes, bool* done) {
+  *done = false;
+  SingleCopy s(comm, a, p, seq, resultBytes);
+  switch (a.coll) {
+    case Coll::AllGather:
+    case Coll::AllToAll: return allToAllLike(s, done);
+    case Coll::Broadcast: return broadcast(s, done);
+    case Coll::Gather: return gather(s, plan, done);
+    case Coll::Scatter: return scatter(s, done);
+    default: return chorusSuccess;
+  }
+}
+
+}  // namespace chorus
