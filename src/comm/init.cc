@@ -258,6 +258,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     comm->waitPolicy.configure(kCrowdedSpinNs, kCrowdedSpinNs, kCrowdedSpinNs, false);
   else
     comm->waitPolicy.configure(kStartSpinNs, kMinSpinNs, kMaxSpinNs, true);
+  comm->waitPolicy.unstack = !crowded;
 
   // Ring and trees from the topology (host by host, socket by socket): src/topology.
   CHORUS_CHECK(commTopoInit(comm));

@@ -16,6 +16,36 @@ constexpr int64_t kPeerCheckNs = 500000000;  // how often a waiter checks its pe
 constexpr int64_t kYieldSliceNs = 50000;     // no doorbell: sleep this long between polls
 constexpr int kPollsPerClockRead = 32;       // clock_gettime costs ~20 ns; a poll ~5 ns
 
+// The peer waits on this CPU, and the job's ranks do not crowd the CPUs they may use: the
+// kernel stacked them (a futex wake-up pulls the woken task to the waker's CPU, and on a
+// busy machine nothing pulls it back). Step to another CPU this thread may use, as the
+// load balancer could, and leave the affinity mask as it was: set it to one other CPU,
+// which moves the thread before the call returns, then restore it. At most once per
+// kUnstackGapNs, so a kernel that keeps stacking the ranks is not fought in a loop.
+constexpr int64_t kUnstackGapNs = 100000000;  // 100 ms
+
+bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
+  if (now - policy->lastUnstackNs.load(std::memory_order_relaxed) < kUnstackGapNs) return false;
+  policy->lastUnstackNs.store(now, std::memory_order_relaxed);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return false;
+  // The next allowed CPU after this one, wrapping around.
+  int to = -1;
+  for (int k = 1; k < CPU_SETSIZE && to < 0; ++k) {
+    const int c = (here + k) % CPU_SETSIZE;
+    if (CPU_ISSET(c, &allowed)) to = c;
+  }
+  if (to < 0 || to == here) return false;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(to, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  policy->unstacks.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace
 
 void WaitPolicy::configure(int64_t startNs, int64_t minNs, int64_t maxNs, bool adapt) {
@@ -89,8 +119,9 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     const int cpuPlusOne = sched_getcpu() + 1;
     if (bell && bell->cpuPlusOne.load(std::memory_order_relaxed) != cpuPlusOne)
       bell->cpuPlusOne.store(cpuPlusOne, std::memory_order_relaxed);
-    const bool peerHere =
-        peerBell && peerBell->cpuPlusOne.load(std::memory_order_relaxed) == cpuPlusOne;
+    bool peerHere = peerBell && peerBell->cpuPlusOne.load(std::memory_order_relaxed) == cpuPlusOne;
+    if (peerHere && w.policy && w.policy->unstack && moveOffPeersCpu(w.policy, cpuPlusOne - 1, t))
+      continue;  // now on another CPU: spin there
     if (t < spinUntil && !peerHere) continue;
     // The budget is spent (or the peer needs this CPU): sleep until a writer rings, or a
     // slice passes, to look at the deadline, the abort flag and the peer again.

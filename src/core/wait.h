@@ -44,7 +44,12 @@ struct WaitPolicy {
   std::atomic<int64_t> spinNs{20000};
   int64_t minSpinNs = 2000;
   int64_t maxSpinNs = 200000;
-  bool adaptive = true;  ///< false: CHORUS_SPIN_NS fixed it, or ranks outnumber cores
+  bool adaptive = true;
+  /// Where the ranks do not crowd their CPUs: a waiter whose peer is queued on its CPU
+  /// steps to another allowed CPU (at most every 100 ms) instead of sleeping for it.
+  bool unstack = false;
+  std::atomic<int64_t> lastUnstackNs{0};
+  std::atomic<uint64_t> unstacks{0};  ///< false: CHORUS_SPIN_NS fixed it, or ranks outnumber cores
   // Counts for CHORUS_DEBUG=INFO at destroy: waits that outlasted the inline polls, those
   // that slept, and those that slept because the peer was queued on the waiter's CPU.
   std::atomic<uint64_t> slowWaits{0};

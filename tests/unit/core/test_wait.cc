@@ -106,6 +106,25 @@ TEST(WaitUntil, PeerQueuedOnThisCpuMakesTheWaiterSleepAtOnce) {
   EXPECT_EQ(w.policy.peerSleeps.load(), 1u) << "it slept for the peer, not after its budget";
 }
 
+TEST(WaitUntil, UnstackingStepsToAnotherCpuAndKeepsTheMask) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "needs two CPUs to step between";
+  Waiting w;
+  w.policy.configure(200000000, 200000000, 200000000, false);  // spin 0.2 s
+  w.policy.unstack = true;
+  w.peerBell.cpuPlusOne.store(sched_getcpu() + 1);  // "the peer waits on my CPU"
+  std::thread writer(publishLater, &w, 50);
+  chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                               w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+  writer.join();
+  EXPECT_EQ(r, chorusSuccess);
+  EXPECT_EQ(w.policy.unstacks.load(), 1u) << "one step, then the 100 ms gap";
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "the thread's mask is as it was";
+}
+
 TEST(WaitUntil, PeerOnAnotherCpuIsWaitedForBySpinning) {
   Waiting w;
   w.policy.configure(60000000000, 60000000000, 60000000000, false);
