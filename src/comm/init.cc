@@ -44,14 +44,15 @@ chorusResult_t commCheck(const chorusComm* comm, const char* api) {
 namespace {
 
 // Waiting (src/core/wait.h): polls before the first clock read; the spin budget's start,
-// floor and ceiling where each local rank has a core; and the fixed budget where ranks
-// outnumber cores. A sleep and its wake-up cost a few µs to tens of µs (more in a VM whose
-// idle vCPU halts), which is what the budget is measured against.
+// floor and ceiling where each local rank has a core; and, where ranks outnumber cores, no
+// spin and 2 ms of yielding before a sleep. A sleep and its wake-up cost a few µs to tens of µs
+// (more in a VM whose idle vCPU halts), which is what the budget is measured against.
 constexpr int kInlinePolls = 64;
 constexpr int64_t kStartSpinNs = 200000;
 constexpr int64_t kMinSpinNs = 20000;
 constexpr int64_t kMaxSpinNs = 20000000;
-constexpr int64_t kCrowdedSpinNs = 2000;
+constexpr int64_t kCrowdedSpinNs = 0;
+constexpr int64_t kCrowdedYieldNs = 2000000;
 
 /// The CPUs this process may run on, as PeerInfo::cpuMask bits.
 void ownCpuMask(uint64_t (&mask)[16]) {
@@ -248,7 +249,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
 
   // Waiting policy (src/core/wait.h): spin for a budget learnt from the waits, then sleep
   // on the doorbell. Where ranks outnumber cores the peer may be queued behind the waiter:
-  // spin briefly and do not learn (a quick wake-up there means the sleep helped).
+  // do not spin, yield (to the next rank, most likely) for a while, then sleep.
   const int64_t spinNs = paramInt(Param::SpinNs);
   const bool crowded = comm->localRanks > comm->ncpus;
   comm->tuning.spin = crowded ? 0 : kInlinePolls;
@@ -258,6 +259,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     comm->waitPolicy.configure(kCrowdedSpinNs, kCrowdedSpinNs, kCrowdedSpinNs, false);
   else
     comm->waitPolicy.configure(kStartSpinNs, kMinSpinNs, kMaxSpinNs, true);
+  comm->waitPolicy.yieldFirstNs = crowded ? kCrowdedYieldNs : 0;
   comm->waitPolicy.unstack = !crowded;
 
   // Ring and trees from the topology (host by host, socket by socket): src/topology.

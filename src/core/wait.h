@@ -45,6 +45,8 @@ struct WaitPolicy {
   int64_t minSpinNs = 2000;
   int64_t maxSpinNs = 200000;
   bool adaptive = true;
+  /// > 0: once the spin is over, yield for this long before sleeping (ranks crowd CPUs).
+  int64_t yieldFirstNs = 0;
   /// Where the ranks do not crowd their CPUs: a waiter whose peer is queued on its CPU
   /// steps to another allowed CPU (at most every 100 ms) instead of sleeping for it.
   bool unstack = false;
