@@ -30,7 +30,11 @@ struct PeerInfo {
   int32_t pid;
   int32_t rank;
   int32_t cudaDev;  ///< -1 on host-only builds
-  int32_t ncpus;    ///< usable cores of this rank's process (tuning takes the minimum)
+  int32_t ncpus;    ///< CPUs the ranks of this rank's host may use together (see cpuMask)
+  /// The CPUs this rank's process may run on (bit i: CPU i; CPUs from 1024 up are left
+  /// out). Init ORs the masks of a host's ranks: ranks bound one per core share none of
+  /// them, and together they have as many CPUs as they have ranks.
+  uint64_t cpuMask[16];
 };
 
 class SendConn {

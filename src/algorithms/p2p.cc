@@ -121,7 +121,8 @@ chorusResult_t runP2pOps(chorusComm* comm, const CollArgs* ops, int nops) {
     return chorusSuccess;
   };
 
-  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "send/recv"};
+  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "send/recv",
+            &comm->waitPolicy};
   for (;;) {
     bool allDone = false;
     chorusResult_t err = chorusSuccess;
@@ -177,7 +178,8 @@ chorusResult_t findAnySource(chorusComm* comm, CollArgs* op) {
     }
     return false;
   };
-  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "receive from any source"};
+  WaitCtx w{commDeadline(comm), &comm->abortFlag, comm->tuning.spin, "receive from any source",
+            &comm->waitPolicy};
   const chorusResult_t r = waitUntil(scan, w, nullptr);
   if (r != chorusSuccess)
     return fail(r, __FILE__, __LINE__, "rank %d: receive from any source of %zu elements: %s",

@@ -20,6 +20,7 @@ Prims::Prims(chorusComm* comm, const kernels::ReduceSpec& spec, const char* what
   w_.deadlineNs = commDeadline(comm);
   w_.abortFlag = &comm->abortFlag;
   w_.spin = comm->tuning.spin;
+  w_.policy = &comm->waitPolicy;
   w_.what = what;
 }
 

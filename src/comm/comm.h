@@ -18,6 +18,7 @@
 #include "src/comm/flight_recorder.h"
 #include "src/comm/peer_mem.h"
 #include "src/core/coll.h"
+#include "src/core/wait.h"
 #include "kernels/reduce_spec.h"
 #include "transports/transport.h"
 #include "src/tuning/tuning.h"
@@ -61,7 +62,7 @@ struct CommTuning {
   size_t llBytes;     // CHORUS_LL_THRESHOLD
   size_t treeBytes;   // CHORUS_TREE_THRESHOLD
   size_t ntBytes;     // CHORUS_NT_THRESHOLD
-  int spin;           // polls before yielding
+  int spin;           // polls before the first clock read (0 where ranks outnumber cores)
   std::string algo;   // CHORUS_ALGO
   std::string proto;  // CHORUS_PROTO
 };
@@ -131,6 +132,8 @@ struct chorusComm {
   int numaOsIndex = -1;  // NUMA node (os index) this rank is bound to, -1 unbound/unknown
 
   chorus::CommTuning tuning{};
+  /// How long this communicator's waits spin before sleeping (src/core/wait.h).
+  chorus::WaitPolicy waitPolicy;
   chorus::PlanCache plans;
   std::vector<chorus::UserOp> userOps;
   std::mutex userOpsMutex;

@@ -43,6 +43,38 @@ chorusResult_t commCheck(const chorusComm* comm, const char* api) {
 
 namespace {
 
+// Waiting (src/core/wait.h): polls before the first clock read; the spin budget's start,
+// floor and ceiling where each local rank has a core; and, where ranks outnumber cores, no
+// spin and 2 ms of yielding before a sleep. A sleep and its wake-up cost a few µs to tens of µs
+// (more in a VM whose idle vCPU halts), which is what the budget is measured against.
+constexpr int kInlinePolls = 64;
+constexpr int64_t kStartSpinNs = 200000;
+constexpr int64_t kMinSpinNs = 20000;
+constexpr int64_t kMaxSpinNs = 20000000;
+constexpr int64_t kCrowdedSpinNs = 0;
+constexpr int64_t kCrowdedYieldNs = 2000000;
+
+/// The CPUs this process may run on, as PeerInfo::cpuMask bits.
+void ownCpuMask(uint64_t (&mask)[16]) {
+  for (uint64_t& m : mask) m = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return;
+  for (int cpu = 0; cpu < 1024 && cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) mask[cpu / 64] |= uint64_t{1} << (cpu % 64);
+}
+
+/// How many CPUs the ranks on `host` may use between them (the union of their masks).
+int hostCpus(const std::vector<PeerInfo>& peers, uint64_t host) {
+  uint64_t all[16] = {};
+  for (const PeerInfo& p : peers)
+    if (p.hostHash == host)
+      for (int i = 0; i < 16; ++i) all[i] |= p.cpuMask[i];
+  int n = 0;
+  for (uint64_t m : all) n += __builtin_popcountll(m);
+  return n;
+}
+
 int usableCpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -200,18 +232,37 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   me.rank = rank;
   me.cudaDev = -1;
   me.ncpus = comm->ncpus;
+  ownCpuMask(me.cpuMask);
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   for (int p = 0; p < nranks; ++p)
     if (comm->peers[static_cast<size_t>(p)].rank != p)
       CHORUS_FAIL(chorusInternalError, "bootstrap returned a scrambled peer table");
+  // Ranks bound one per core see one CPU each; what decides whether they crowd each other
+  // is how many CPUs the host's ranks have between them. Every rank computes every host's
+  // figure from the same table, so the cost model's inputs agree everywhere.
+  for (PeerInfo& p : comm->peers) {
+    const int n = hostCpus(comm->peers, p.hostHash);
+    if (n > 0) p.ncpus = n;
+  }
+  comm->ncpus = comm->peers[static_cast<size_t>(rank)].ncpus;
   comm->localRanks =
       static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(),
                                      [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
 
-  // Waiting policy: spin while we have a core to ourselves, yield at once otherwise.
-  const int64_t spin = paramInt(Param::SpinCount);
-  comm->tuning.spin =
-      spin > 0 ? static_cast<int>(spin) : (comm->localRanks > comm->ncpus ? 0 : 200);
+  // Waiting policy (src/core/wait.h): spin for a budget learnt from the waits, then sleep
+  // on the doorbell. Where ranks outnumber cores the peer may be queued behind the waiter:
+  // do not spin, yield (to the next rank, most likely) for a while, then sleep.
+  const int64_t spinNs = paramInt(Param::SpinNs);
+  const bool crowded = comm->localRanks > comm->ncpus;
+  comm->tuning.spin = crowded ? 0 : kInlinePolls;
+  if (spinNs > 0)
+    comm->waitPolicy.configure(spinNs, spinNs, spinNs, false);
+  else if (crowded)
+    comm->waitPolicy.configure(kCrowdedSpinNs, kCrowdedSpinNs, kCrowdedSpinNs, false);
+  else
+    comm->waitPolicy.configure(kStartSpinNs, kMinSpinNs, kMaxSpinNs, true);
+  comm->waitPolicy.yieldFirstNs = crowded ? kCrowdedYieldNs : 0;
+  comm->waitPolicy.unstack = !crowded;
 
   // Ring and trees from the topology (host by host, socket by socket): src/topology.
   CHORUS_CHECK(commTopoInit(comm));

@@ -30,8 +30,9 @@ const ParamInfo kParams[] = {
      "Restrict the cost model to these algorithms: ring, tree, direct, or a list (ring,tree); "
      "^list excludes. Ignored where none of them can run."},
     {"CHORUS_PROTO", "", "Restrict the protocol: LL or Simple; ^X excludes one."},
-    {"CHORUS_SPIN", "0",
-     "Polls before yielding while waiting; 0 picks by load (few when ranks outnumber cores)."},
+    {"CHORUS_SPIN_NS", "0",
+     "How long (ns) a waiter spins before it sleeps on its doorbell; 0 adapts it per "
+     "communicator (docs/ARCHITECTURE.md, Waiting)."},
     {"CHORUS_HOSTID", "", "Overrides the host identity (hostname + boot id) used to group ranks."},
     {"CHORUS_SOCKET_IFNAME", "",
      "Interface (prefix) for bootstrap sockets; ^eth0 excludes, =eth0 matches exactly."},

@@ -24,7 +24,7 @@ enum class Param : int {
   NtThreshold,         // CHORUS_NT_THRESHOLD
   Algo,                // CHORUS_ALGO
   Proto,               // CHORUS_PROTO
-  SpinCount,           // CHORUS_SPIN
+  SpinNs,              // CHORUS_SPIN_NS
   HostId,              // CHORUS_HOSTID
   SocketIfname,        // CHORUS_SOCKET_IFNAME
   Init,                // CHORUS_INIT

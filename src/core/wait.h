@@ -1,10 +1,14 @@
-// wait.h — how a rank waits for another: spin, then yield, then sleep on a futex.
+// wait.h — how a rank waits for another: spin for a while, then sleep on a futex.
 //
-// With more ranks than cores (8 ranks on 2 cores) a spinning waiter steals the core its
-// peer needs, so the waiter yields early and, after a while, sleeps on a futex word in
-// shared memory (a "doorbell") that writers ring after they publish. Ringing costs one
-// fence and one load unless someone sleeps. Every wait has a deadline and watches the
-// communicator's abort flag.
+// Spinning is the fastest way to see a peer's write while the peer runs on another core.
+// It is the worst thing to do when the peer is not running: on a busy machine (the peer's
+// core runs somebody else's work) or an oversubscribed one (the peer waits for this very
+// core). Then the waiter sleeps on a futex word in shared memory (a "doorbell") that
+// writers ring after they publish — ringing costs one fence and one load unless someone
+// sleeps — and the writer's FUTEX_WAKE runs it again at once: a task that slept keeps its
+// scheduler credit, where one that called sched_yield gives its whole slice away. How long
+// to spin is learnt per communicator from its own waits (WaitPolicy). Every wait has a
+// deadline and watches the communicator's abort flag.
 #pragma once
 
 #include <linux/futex.h>
@@ -22,22 +26,68 @@
 
 namespace chorus {
 
+/// How long a waiter spins before it sleeps, learnt from the waits a communicator has seen
+/// (one per communicator; the fields are atomics because a communicator's calls may come
+/// from the caller's thread and from its stream worker).
+///
+/// The rule is the competitive one for spin-then-block: spin about as long as a sleep
+/// costs, so no wait costs more than twice the best choice made in hindsight. What a sleep
+/// costs is measured, not assumed: the writer stamps the time it rang a sleeper's doorbell,
+/// and the sleeper, once running again, sees how long the kernel took to run it — a few µs
+/// on a quiet machine, milliseconds on one where other work queues on every core (there a
+/// sleeper waits its turn behind it, while a spinner is always runnable). The budget moves
+/// a quarter of the way towards kWakeFactor times that latency after each woken sleep.
+/// Waits that end while spinning teach nothing, nor do sleeps for a peer queued on the
+/// waiter's CPU, nor sleeps that ended by timeout.
+struct WaitPolicy {
+  static constexpr int64_t kWakeFactor = 4;
+  std::atomic<int64_t> spinNs{20000};
+  int64_t minSpinNs = 2000;
+  int64_t maxSpinNs = 200000;
+  bool adaptive = true;
+  /// > 0: once the spin is over, yield for this long before sleeping (ranks crowd CPUs).
+  int64_t yieldFirstNs = 0;
+  /// Where the ranks do not crowd their CPUs: a waiter whose peer is queued on its CPU
+  /// steps to another allowed CPU (at most every 100 ms) instead of sleeping for it.
+  bool unstack = false;
+  std::atomic<int64_t> lastUnstackNs{0};
+  std::atomic<uint64_t> unstacks{0};  ///< false: CHORUS_SPIN_NS fixed it, or ranks outnumber cores
+  // Counts for CHORUS_DEBUG=INFO at destroy: waits that outlasted the inline polls, those
+  // that slept, and those that slept because the peer was queued on the waiter's CPU.
+  std::atomic<uint64_t> slowWaits{0};
+  std::atomic<uint64_t> sleeps{0};
+  std::atomic<uint64_t> peerSleeps{0};
+
+  /// Sets the range and the starting budget.
+  void configure(int64_t startNs, int64_t minNs, int64_t maxNs, bool adapt);
+  /// Learns from one wait that reached waitSlow: whether it slept, whether for its peer,
+  /// and how long after the writer's ring it ran again (-1: not woken by a ring).
+  void onWait(bool slept, bool forPeer, int64_t wakeLatencyNs);
+};
+
 /// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
 /// if the deadline passes.
 struct WaitCtx {
   int64_t deadlineNs;  ///< absolute CLOCK_MONOTONIC
   const std::atomic<int>* abortFlag;
-  int spin;          ///< polls before the first yield
-  const char* what;  ///< e.g. "all_reduce #12"
+  int spin;                      ///< polls before the first clock read (the inline fast path)
+  const char* what;              ///< e.g. "all_reduce #12"
+  WaitPolicy* policy = nullptr;  ///< the communicator's; null: a fixed default budget
 };
 
-/// A futex word plus a count of sleepers; lives in shared memory, one per rank.
+/// A futex word plus a count of sleepers; lives in shared memory, one per rank. The second
+/// cache line says where its rank last waited (its CPU + 1; 0: not known yet), written only
+/// when that changes, so a peer can tell "my peer is queued on my own CPU: spinning only
+/// keeps it off" without touching the line writers check after every publish.
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> seq;
   std::atomic<uint32_t> sleepers;
-  char pad[56];
+  std::atomic<int64_t> rangNs;  ///< when a writer last woke a sleeper (CLOCK_MONOTONIC)
+  char pad[48];
+  std::atomic<int32_t> cpuPlusOne;
+  char pad2[60];
 };
-static_assert(sizeof(Doorbell) == 64, "one cache line");
+static_assert(sizeof(Doorbell) == 128, "two cache lines");
 
 inline int64_t nowNs() {
   timespec ts;
@@ -52,6 +102,7 @@ inline void cpuRelax() { __builtin_ia32_pause(); }
 inline void ringDoorbell(Doorbell* bell) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (__builtin_expect(bell->sleepers.load(std::memory_order_relaxed) != 0, 0)) {
+    bell->rangNs.store(nowNs(), std::memory_order_relaxed);
     bell->seq.fetch_add(1, std::memory_order_seq_cst);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
             nullptr, 0);
@@ -72,21 +123,25 @@ bool processGone(int pid);
 
 /// Slow part of waitUntil (out of line: keeps the fast path small).
 chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
-                        int watchPid);
+                        int watchPid, const Doorbell* peerBell);
 
 /// Returns chorusSuccess once ready() is true, chorusAborted if the abort flag rises,
 /// chorusTimeout at the deadline (the caller names what it waited for), and
 /// chorusRemoteError once process `watchPid` (a same-host peer; 0: none) no longer exists,
 /// checked about twice a second while sleeping, so a dead peer is not a five-minute hang.
+/// `bell` is the waiter's own doorbell (writers ring it), `peerBell` the peer's (where the
+/// peer says which CPU it waits on; null: not known, e.g. a progress thread).
 template <class Ready>
-inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell, int watchPid = 0) {
+inline chorusResult_t waitUntil(Ready&& ready, const WaitCtx& w, Doorbell* bell, int watchPid = 0,
+                                const Doorbell* peerBell = nullptr) {
   if (__builtin_expect(ready(), 1)) return chorusSuccess;
   for (int i = 0; i < w.spin; ++i) {
     cpuRelax();
     if (ready()) return chorusSuccess;
   }
   using R = std::remove_reference_t<Ready>;
-  return waitSlow([](void* a) { return (*static_cast<R*>(a))(); }, &ready, w, bell, watchPid);
+  return waitSlow([](void* a) { return (*static_cast<R*>(a))(); }, &ready, w, bell, watchPid,
+                  peerBell);
 }
 
 }  // namespace chorus

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "src/bootstrap/launcher.h"
+#include "tools/chorusrun/binding.h"
 #include "tools/chorusrun/hosts.h"
 #include "tools/chorusrun/options.h"
 #include "tools/chorusrun/output.h"
@@ -175,6 +176,7 @@ struct Rank {
   int rank = 0;
   int host = 0;          // index into Options::hosts (0 without hosts)
   bool remote = false;   // pid is the launch agent for a rank on another host
+  int cpuSlot = -1;      // index into Launcher::binding_ (-1: runs unbound)
   pid_t pid = -1;        // also the process group id
   bool running = false;  // started and not yet reaped
   int outFd = -1;        // --tag-output: read ends of the rank's stdout/stderr pipes
@@ -220,6 +222,7 @@ class Launcher {
   Options opts_;
   std::vector<Rank> ranks_;
   std::vector<std::vector<std::string>> rankEnv_;  // per rank, owned strings
+  std::vector<cpu_set_t> binding_;                 // --bind-to: one set per rank of this machine
   std::vector<std::string> baseEnv_;
   // Remote ranks: the "NAME=VALUE" words of their `env` command (without the
   // per-rank variables), the remote working directory, and the host names.
@@ -387,6 +390,17 @@ bool Launcher::setup() {
                      "CHORUS_LOCAL_SIZE=" + n, "CHORUS_NODE_RANK=0"};
     }
   }
+  // --bind-to: the ranks that run on this machine, each on a core of its own (binding.h).
+  int onThisMachine = 0;
+  for (Rank& rk : ranks_) onThisMachine += rk.remote ? 0 : 1;
+  std::string bindNote;
+  binding_ = planBinding(onThisMachine, opts_.bindTo, &bindNote);
+  if (!bindNote.empty()) message("--bind-to core: %s", bindNote.c_str());
+  if (!binding_.empty()) {
+    int slot = 0;
+    for (Rank& rk : ranks_)
+      if (!rk.remote) rk.cpuSlot = slot++;
+  }
   if (opts_.timeoutSeconds > 0) {
     jobDeadlineMs_ = nowMs() + static_cast<int64_t>(std::ceil(opts_.timeoutSeconds * 1000.0));
   }
@@ -466,6 +480,9 @@ void Launcher::childAfterFork(Rank* r, int outW, int errW, int statusW, char** e
   // are close-on-exec and vanish at exec.
   if (outW >= 0 && dup2(outW, STDOUT_FILENO) < 0) fail(kStageStdin);
   if (errW >= 0 && dup2(errW, STDERR_FILENO) < 0) fail(kStageStdin);
+  // Binding is advice: a rank that cannot be bound (a cpuset changed under us) runs unbound.
+  if (r->cpuSlot >= 0)
+    (void)sched_setaffinity(0, sizeof(cpu_set_t), &binding_[static_cast<size_t>(r->cpuSlot)]);
   // A launch agent runs in chorusrun's directory; the remote command does the cd.
   if (!r->remote && !opts_.wdir.empty() && chdir(opts_.wdir.c_str()) != 0) fail(kStageChdir);
   environ = envp;  // execvp searches the rank's own PATH

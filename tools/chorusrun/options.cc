@@ -74,6 +74,10 @@ std::string usageText() {
          "                        adds up: -H a,a,b is a:2,b:1; IPv6 as [addr]:slots)\n"
          "  --hostfile FILE       hosts from FILE, one 'host [slots=N]' per line, '#' comments\n"
          "                        (not together with -H)\n"
+         "  --bind-to core|none|auto\n"
+         "                        core: each local rank on a core of its own; none: where\n"
+         "                        the kernel likes; auto (default): core when there are at\n"
+         "                        least as many cores as local ranks, else none\n"
          "  --oversubscribe       allow more ranks than slots: ranks beyond the last slot\n"
          "                        start again at the first slot (rank r takes slot r mod S)\n"
          "  --launch-agent CMD    how remote ranks are started (default: ssh); CMD is split\n"
@@ -224,6 +228,11 @@ ParseResult parseOptions(int argc, char** argv, Options* out) {
       if (haveH) return usageError("use either -H or --hostfile, not both");
       if (!parseHostfile(v, &hostList, &err)) return usageError(err);
       haveHostfile = true;
+    } else if (name == "--bind-to") {
+      std::string v;
+      if (!takesValue(&v)) return usageError("option '--bind-to' needs core, none or auto");
+      if (!parseBindMode(v, &opts.bindTo))
+        return usageError("invalid --bind-to '" + v + "' (expected core, none or auto)");
     } else if (name == "--oversubscribe") {
       if (!noValue()) return usageError("option '" + name + "' takes no value");
       opts.oversubscribe = true;

@@ -10,6 +10,8 @@
 
 #include "tools/chorusrun/hosts.h"
 
+#include "tools/chorusrun/binding.h"
+
 namespace chorusrun {
 
 // Largest -np accepted. Each rank costs a process here (a local rank or its
@@ -43,6 +45,7 @@ struct Options {
   bool keepGoing = false;  // --keep-going: a failed rank does not stop the others
   std::vector<std::string> launchAgent{"ssh"};  // --launch-agent, split on whitespace
   std::string rendezvousAddr;                   // --rendezvous-addr (empty: found automatically)
+  BindMode bindTo = BindMode::kAuto;            // --bind-to (binding.h)
 
   bool hostMode() const { return !hosts.empty(); }
   // More than one host, or a host that is not this machine: output tags and

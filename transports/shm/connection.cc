@@ -32,7 +32,7 @@ chorusResult_t ShmSendConn::acquire(void** slot, const WaitCtx& w) {
           tailCache_ = c->tail.tail.load(std::memory_order_acquire);
           return tailCache_ >= want;
         },
-        w, v_.localBell, v_.peerPid);
+        w, v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }
   *slot = v_.slots + (head_ % depth) * v_.geo.slotBytes;
@@ -69,7 +69,7 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
           llAckCache_ = c->llAck.consumed.load(std::memory_order_acquire);
           return llAckCache_ >= want;
         },
-        w, v_.localBell, v_.peerPid);
+        w, v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
@@ -87,7 +87,7 @@ chorusResult_t ShmRecvConn::wait(const void** slot, size_t* bytes, const WaitCtx
           headCache_ = c->head.head.load(std::memory_order_acquire);
           return headCache_ > tail_;
         },
-        w, v_.localBell, v_.peerPid);
+        w, v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }
   const uint64_t i = tail_ % static_cast<uint64_t>(v_.geo.depth);
@@ -120,7 +120,7 @@ chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCt
   if (flag->load(std::memory_order_acquire) != seq) {
     chorusResult_t r =
         waitUntil([flag, seq] { return flag->load(std::memory_order_acquire) == seq; }, w,
-                  v_.localBell, v_.peerPid);
+                  v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }
   *data = buf;

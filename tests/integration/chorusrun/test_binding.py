@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""chorusrun --bind-to: each local rank on a core of its own when there are enough cores.
+
+Usage: test_binding.py /path/to/chorusrun
+
+The expected sets are computed here, independently of chorusrun, from this process's own
+CPU affinity and /sys's core topology; each rank reports the set the kernel gives it
+(/proc/self/status Cpus_allowed_list).
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+CHORUSRUN = None
+
+
+def cores():
+    """{(package, core): set of cpus} over the CPUs this process may use."""
+    out = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        d = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            key = (int(open(d + "physical_package_id").read()), int(open(d + "core_id").read()))
+        except (OSError, ValueError):
+            key = (-2, cpu)
+        out.setdefault(key, set()).add(cpu)
+    return [out[k] for k in sorted(out)]
+
+
+def parse_list(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+REPORT = 'echo "$CHORUS_LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+
+
+def run(args):
+    p = subprocess.run([CHORUSRUN] + args + ["sh", "-c", REPORT], capture_output=True,
+                       text=True, timeout=60)
+    sets = {}
+    for line in p.stdout.splitlines():
+        rank, cpus = line.split(None, 1)
+        sets[int(rank)] = parse_list(cpus)
+    return p.returncode, sets, p.stderr
+
+
+class BindingTest(unittest.TestCase):
+    def test_auto_binds_each_rank_to_its_own_core(self):
+        cs = cores()
+        np_ = min(2, len(cs))
+        rc, sets, err = run(["-np", str(np_)])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sorted(sets), list(range(np_)))
+        for r in range(np_):
+            self.assertEqual(sets[r], cs[r], "local rank %d gets core %d's CPUs" % (r, r))
+
+    def test_core_gives_disjoint_cores_to_every_rank(self):
+        cs = cores()
+        rc, sets, err = run(["--bind-to", "core", "-np", str(len(cs))])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual([sets[r] for r in range(len(cs))], cs)
+
+    def test_more_ranks_than_cores_run_unbound(self):
+        allowed = set(os.sched_getaffinity(0))
+        n = len(cores()) + 1
+        rc, sets, err = run(["-np", str(n)])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(sets), n)
+        for r in range(n):
+            self.assertEqual(sets[r], allowed)
+        self.assertNotIn("bind", err, "auto stays quiet when it cannot bind")
+        rc, sets, err = run(["--bind-to", "core", "-np", str(n)])
+        self.assertEqual(rc, 0, err)
+        self.assertIn("ranks run unbound", err)
+        for r in range(n):
+            self.assertEqual(sets[r], allowed)
+
+    def test_none_leaves_placement_to_the_kernel(self):
+        allowed = set(os.sched_getaffinity(0))
+        rc, sets, err = run(["--bind-to", "none", "-np", "2"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sets, {0: allowed, 1: allowed})
+
+    def test_bad_value_is_a_usage_error(self):
+        p = subprocess.run([CHORUSRUN, "--bind-to", "socket", "-np", "2", "true"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("invalid --bind-to 'socket'", p.stderr)
+        p = subprocess.run([CHORUSRUN, "-np", "2", "true", "--bind-to"], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, "after the command, --bind-to is the command's")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: %s /path/to/chorusrun" % sys.argv[0])
+    CHORUSRUN = sys.argv[1]
+    unittest.main(argv=[sys.argv[0]] + sys.argv[2:], verbosity=2)

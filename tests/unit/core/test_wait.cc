@@ -1,0 +1,152 @@
+// Waiting (src/core/wait.h): the spin budget's learning rules, a sleeper woken by the
+// writer's doorbell, a waiter that sleeps at once when its peer waits on its CPU, and the
+// deadline and abort exits. Real threads, a real futex.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "src/core/wait.h"
+
+namespace chorus {
+namespace {
+
+TEST(WaitPolicy, BudgetMovesTowardsFourTimesTheMeasuredWakeLatency) {
+  WaitPolicy p;
+  p.configure(100000, 1000, 10000000, true);
+  // Woken 1 ms after the ring: a sleep is dear here, spin longer (100 us -> 1.075 ms).
+  p.onWait(/*slept*/ true, /*forPeer*/ false, /*wakeLatency*/ 1000000);
+  EXPECT_EQ(p.spinNs.load(), 100000 + (4000000 - 100000) / 4);
+  for (int i = 0; i < 100; ++i) p.onWait(true, false, 1000000);
+  EXPECT_NEAR(static_cast<double>(p.spinNs.load()), 4000000.0, 4.0);
+  // Woken 5 us after the ring: sleeping is cheap, spin less; the floor holds.
+  for (int i = 0; i < 100; ++i) p.onWait(true, false, 5000);
+  EXPECT_NEAR(static_cast<double>(p.spinNs.load()), 20000.0, 4.0);
+  for (int i = 0; i < 100; ++i) p.onWait(true, false, 0);
+  EXPECT_EQ(p.spinNs.load(), 1000);
+  for (int i = 0; i < 100; ++i) p.onWait(true, false, 1000000000);
+  EXPECT_EQ(p.spinNs.load(), 10000000) << "the ceiling holds";
+}
+
+TEST(WaitPolicy, SpinsThatEndInTimeSleepsForThePeerAndTimeoutsTeachNothing) {
+  WaitPolicy p;
+  p.configure(50000, 1000, 10000000, true);
+  p.onWait(false, false, -1);     // ended while spinning
+  p.onWait(true, true, 3000000);  // slept because the peer needed the CPU
+  p.onWait(true, false, -1);      // woke by timeout, not by a ring
+  EXPECT_EQ(p.spinNs.load(), 50000);
+  EXPECT_EQ(p.slowWaits.load(), 3u);
+  EXPECT_EQ(p.sleeps.load(), 2u);
+  EXPECT_EQ(p.peerSleeps.load(), 1u);
+  WaitPolicy fixed;
+  fixed.configure(7000, 7000, 7000, false);
+  fixed.onWait(true, false, 5000000);
+  EXPECT_EQ(fixed.spinNs.load(), 7000);
+}
+
+TEST(WaitPolicy, ConfigureClampsTheStart) {
+  WaitPolicy p;
+  p.configure(1, 500, 900, true);
+  EXPECT_EQ(p.spinNs.load(), 500);
+  p.configure(5000, 500, 900, true);
+  EXPECT_EQ(p.spinNs.load(), 900);
+}
+
+struct Waiting {
+  std::atomic<int> flag{0};
+  Doorbell bell{};
+  Doorbell peerBell{};
+  std::atomic<int> abortFlag{0};
+  WaitPolicy policy;
+  WaitCtx ctx(int64_t forNs) {
+    return WaitCtx{nowNs() + forNs, &abortFlag, 0, "the test", &policy};
+  }
+};
+
+// The writer: publish, then ring, as the transports do.
+void publishLater(Waiting* w, int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  w->flag.store(1, std::memory_order_release);
+  ringDoorbell(&w->bell);
+}
+
+TEST(WaitUntil, SleeperIsWokenByTheWritersDoorbell) {
+  Waiting w;
+  w.policy.configure(0, 0, 0, false);  // no spinning: sleep at once
+  std::thread writer(publishLater, &w, 50);
+  chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                               w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+  writer.join();
+  EXPECT_EQ(r, chorusSuccess);
+  EXPECT_EQ(w.flag.load(), 1);
+  EXPECT_EQ(w.policy.sleeps.load(), 1u);
+  EXPECT_EQ(w.bell.sleepers.load(), 0u) << "the sleeper unregistered";
+  EXPECT_NE(w.bell.cpuPlusOne.load(), 0) << "the waiter published its CPU";
+  EXPECT_GT(w.bell.rangNs.load(), 0) << "the writer stamped its ring";
+}
+
+TEST(WaitUntil, PeerQueuedOnThisCpuMakesTheWaiterSleepAtOnce) {
+  // Pin the waiter so the CPU it publishes is the one it polls on.
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  Waiting w;
+  w.policy.configure(60000000000, 60000000000, 60000000000, false);  // would spin a minute
+  w.peerBell.cpuPlusOne.store(sched_getcpu() + 1);
+  std::thread writer(publishLater, &w, 50);
+  chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                               w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+  writer.join();
+  sched_setaffinity(0, sizeof(all), &all);
+  EXPECT_EQ(r, chorusSuccess);
+  EXPECT_EQ(w.policy.peerSleeps.load(), 1u) << "it slept for the peer, not after its budget";
+}
+
+TEST(WaitUntil, UnstackingStepsToAnotherCpuAndKeepsTheMask) {
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+  if (CPU_COUNT(&before) < 2) GTEST_SKIP() << "needs two CPUs to step between";
+  Waiting w;
+  w.policy.configure(200000000, 200000000, 200000000, false);  // spin 0.2 s
+  w.policy.unstack = true;
+  w.peerBell.cpuPlusOne.store(sched_getcpu() + 1);  // "the peer waits on my CPU"
+  std::thread writer(publishLater, &w, 50);
+  chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                               w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+  writer.join();
+  EXPECT_EQ(r, chorusSuccess);
+  EXPECT_EQ(w.policy.unstacks.load(), 1u) << "one step, then the 100 ms gap";
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "the thread's mask is as it was";
+}
+
+TEST(WaitUntil, PeerOnAnotherCpuIsWaitedForBySpinning) {
+  Waiting w;
+  w.policy.configure(60000000000, 60000000000, 60000000000, false);
+  w.peerBell.cpuPlusOne.store(100000);  // a CPU this machine does not have
+  std::thread writer(publishLater, &w, 20);
+  chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                               w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+  writer.join();
+  EXPECT_EQ(r, chorusSuccess);
+  EXPECT_EQ(w.policy.sleeps.load(), 0u);
+}
+
+TEST(WaitUntil, DeadlineAndAbortEndTheWait) {
+  Waiting w;
+  w.policy.configure(1000, 1000, 1000, false);
+  EXPECT_EQ(waitUntil([] { return false; }, w.ctx(30000000), &w.bell, 0, nullptr), chorusTimeout);
+  w.abortFlag.store(1);
+  EXPECT_EQ(waitUntil([] { return false; }, w.ctx(20000000000), &w.bell, 0, nullptr),
+            chorusAborted);
+  WaitCtx noPolicy{nowNs() + 30000000, nullptr, 0, "no policy"};
+  EXPECT_EQ(waitUntil([] { return false; }, noPolicy, nullptr), chorusTimeout);
+}
+
+}  // namespace
+}  // namespace chorus

@@ -1,0 +1,85 @@
+#include "tools/chorusrun/binding.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <utility>
+
+namespace chorusrun {
+
+namespace {
+
+// The core a CPU belongs to: (package, core id) from sysfs; a CPU whose topology cannot
+// be read is a core of its own.
+std::pair<long, long> coreOf(int cpu, const std::string& sysRoot) {
+  const std::string dir =
+      sysRoot + "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+  long pkg = -1, core = -1;
+  std::ifstream p(dir + "physical_package_id"), c(dir + "core_id");
+  if (!(p >> pkg) || !(c >> core)) return {-2, cpu};
+  return {pkg, core};
+}
+
+}  // namespace
+
+bool parseBindMode(const std::string& text, BindMode* mode) {
+  if (text == "core")
+    *mode = BindMode::kCore;
+  else if (text == "none")
+    *mode = BindMode::kNone;
+  else if (text == "auto")
+    *mode = BindMode::kAuto;
+  else
+    return false;
+  return true;
+}
+
+std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* note,
+                                   const std::string& sysRoot) {
+  std::vector<cpu_set_t> out;
+  if (mode == BindMode::kNone || localSize <= 0) return out;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+    if (note) *note = "cannot read chorusrun's own CPU affinity: ranks run unbound";
+    return out;
+  }
+  // Cores in (package, core) order, each with the CPUs of it that we may use.
+  std::map<std::pair<long, long>, std::vector<int>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cores[coreOf(cpu, sysRoot)].push_back(cpu);
+  const int ncores = static_cast<int>(cores.size());
+  if (localSize > ncores) {
+    if (note && mode == BindMode::kCore)
+      *note = std::to_string(localSize) + " local ranks but " + std::to_string(ncores) +
+              " cores to bind them to: ranks run unbound";
+    return out;
+  }
+  std::vector<const std::vector<int>*> order;
+  for (const auto& kv : cores) order.push_back(&kv.second);
+  // Local rank i on core i, as mpirun maps by core: neighbours in rank order (ring
+  // neighbours) share a socket and its cache as long as they can.
+  out.resize(static_cast<size_t>(localSize));
+  for (int i = 0; i < localSize; ++i) {
+    CPU_ZERO(&out[static_cast<size_t>(i)]);
+    const std::vector<int>& cpus = *order[static_cast<size_t>(i)];
+    for (int cpu : cpus) CPU_SET(cpu, &out[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
+std::string cpuListText(const cpu_set_t& set) {
+  std::string text;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!text.empty()) text += ",";
+    text += std::to_string(cpu);
+    if (last > cpu) text += "-" + std::to_string(last);
+    cpu = last;
+  }
+  return text;
+}
+
+}  // namespace chorusrun

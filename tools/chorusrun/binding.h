@@ -1,0 +1,34 @@
+// binding.h — which CPUs each local rank of a job may run on (chorusrun --bind-to).
+//
+// Ranks that spin while they wait for each other must not share a core: a rank polling a
+// flag on the core its peer is queued on keeps the peer from writing it. The kernel places
+// unbound ranks where it likes, and on a busy machine it often puts two ranks of one job
+// on one core (a futex wake-up pulls the woken rank to the waker's core) and leaves them
+// there. Like mpirun (--bind-to core for small jobs), chorusrun gives each local rank its
+// own core when there are enough of them.
+#pragma once
+
+#include <sched.h>
+
+#include <string>
+#include <vector>
+
+namespace chorusrun {
+
+enum class BindMode { kAuto, kCore, kNone };
+
+/// Parses --bind-to's value: "core", "none" or "auto"; false for anything else.
+bool parseBindMode(const std::string& text, BindMode* mode);
+
+/// CPU sets for `localSize` ranks on this machine, one per local rank: local rank i gets
+/// the i-th core chorusrun itself may use, in (package, core) order (all hardware threads
+/// of that core). Empty when
+/// the ranks run unbound: mode none, or more ranks than cores (auto: silently, as mpirun
+/// does; core: with *note saying why). `sysRoot` is where /sys lives (tests use a fake).
+std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* note,
+                                   const std::string& sysRoot = "");
+
+/// "0-1" / "3,7": a set as cpulist text, for messages.
+std::string cpuListText(const cpu_set_t& set);
+
+}  // namespace chorusrun
