@@ -76,7 +76,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
                 size_);
     const size_t block = nbytes(src) / size_;
     return launch(
-        c10d::OpType::ALLTOALL_BASE, "alltoall_base", opts.timeout, {output},
+        c10d::OpType::ALLTOALL_BASE, "alltoall_base", modeOf(opts), {output},
         [&](chorusStream_t s) {
           return chorusAllToAll(src.data_ptr(), dst.data_ptr(), block, chorusUint8, comm, s);
         },
@@ -89,7 +89,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
   splitBytes(src, inputSplitSizes, size_, "input", &so, &sl);
   splitBytes(dst, outputSplitSizes, size_, "output", &ro, &rl);
   return launch(
-      c10d::OpType::ALLTOALL_BASE, "alltoall_base", opts.timeout, {output},
+      c10d::OpType::ALLTOALL_BASE, "alltoall_base", modeOf(opts), {output},
       [&](chorusStream_t s) {
         return exchange(static_cast<uint8_t*>(src.data_ptr()), so, sl,
                         static_cast<uint8_t*>(dst.data_ptr()), ro, rl, comm, s);
@@ -131,7 +131,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   std::vector<at::Tensor> outs = outputs;
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::ALLTOALL, "alltoall", opts.timeout, outputs,
+      c10d::OpType::ALLTOALL, "alltoall", modeOf(opts), outputs,
       [&](chorusStream_t s) {
         return exchange(src.data_ptr<uint8_t>(), so, sl, dst.data_ptr<uint8_t>(), ro, rl, comm, s);
       },

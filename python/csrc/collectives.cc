@@ -31,7 +31,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   const int root = static_cast<int>(opts.rootRank);
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::BROADCAST, "broadcast", opts.timeout, tensors,
+      c10d::OpType::BROADCAST, "broadcast", modeOf(opts), tensors,
       [&](chorusStream_t s) {
         return chorusBroadcast(buf.data_ptr(), buf.data_ptr(), nbytes(buf), chorusUint8, root, comm,
                                s);
@@ -50,7 +50,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   at::Tensor buf = staged(t);
   const size_t count = static_cast<size_t>(buf.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::ALLREDUCE, "allreduce", opts.timeout, tensors,
+  return launch(c10d::OpType::ALLREDUCE, "allreduce", modeOf(opts), tensors,
                 [&](chorusStream_t s) {
                   return chorusAllReduce(buf.data_ptr(), buf.data_ptr(), count, m.type, m.op, comm,
                                          s);
@@ -78,7 +78,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
   const size_t count = static_cast<size_t>(flat.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
   std::vector<at::Tensor> outs = tensors;
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", opts.timeout, tensors,
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", modeOf(opts), tensors,
                 [&](chorusStream_t s) {
                   return chorusAllReduce(flat.data_ptr(), flat.data_ptr(), count, m.type, m.op,
                                          comm, s);
@@ -105,7 +105,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   const bool isRoot = root == rank_;
   const size_t count = static_cast<size_t>(buf.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::REDUCE, "reduce", opts.timeout, tensors,
+  return launch(c10d::OpType::REDUCE, "reduce", modeOf(opts), tensors,
                 [&](chorusStream_t s) {
                   // Off the root the input stays as it was (no receive buffer).
                   return chorusReduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr, count,
@@ -131,7 +131,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   std::vector<at::Tensor> outs = outputs[0];
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::ALLGATHER, "allgather", opts.timeout, outs,
+      c10d::OpType::ALLGATHER, "allgather", modeOf(opts), outs,
       [&](chorusStream_t s) {
         return chorusAllGather(src.data_ptr(), flat.data_ptr(), bytes, chorusUint8, comm, s);
       },
@@ -157,7 +157,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
   const size_t bytes = nbytes(src);
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::_ALLGATHER_BASE, "_allgather_base", opts.timeout, {output},
+      c10d::OpType::_ALLGATHER_BASE, "_allgather_base", modeOf(opts), {output},
       [&](chorusStream_t s) {
         return chorusAllGather(src.data_ptr(), dst.data_ptr(), bytes, chorusUint8, comm, s);
       },
@@ -188,7 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
   for (const auto& l : outputLists) all.insert(all.end(), l.begin(), l.end());
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", opts.timeout, all,
+      c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", modeOf(opts), all,
       [&](chorusStream_t s) {
         return chorusAllGather(src.data_ptr(), flat.data_ptr(), bytes, chorusUint8, comm, s);
       },
@@ -226,7 +226,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
   at::Tensor flat = at::empty({static_cast<int64_t>(isRoot ? bytes * size_ : 0)}, at::kByte);
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::GATHER, "gather", opts.timeout, outs,
+      c10d::OpType::GATHER, "gather", modeOf(opts), outs,
       [&](chorusStream_t s) {
         return chorusGather(src.data_ptr(), isRoot ? flat.data_ptr() : nullptr, bytes, chorusUint8,
                             root, comm, s);
@@ -260,7 +260,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
   const size_t bytes = nbytes(dst);
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::SCATTER, "scatter", opts.timeout, outputs,
+      c10d::OpType::SCATTER, "scatter", modeOf(opts), outputs,
       [&](chorusStream_t s) {
         return chorusScatter(isRoot ? flat.data_ptr() : nullptr, dst.data_ptr(), bytes, chorusUint8,
                              root, comm, s);
@@ -284,7 +284,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   at::Tensor dst = staged(out);
   const size_t count = static_cast<size_t>(dst.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", opts.timeout, outputs,
+  return launch(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", modeOf(opts), outputs,
                 [&](chorusStream_t s) {
                   return chorusReduceScatter(flat.data_ptr(), dst.data_ptr(), count, m.type, m.op,
                                              comm, s);
@@ -311,7 +311,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
   at::Tensor out = output;
   const size_t count = static_cast<size_t>(dst.numel()) * m.countFactor;
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", opts.timeout, {output},
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", modeOf(opts), {output},
                 [&](chorusStream_t s) {
                   return chorusReduceScatter(src.data_ptr(), dst.data_ptr(), count, m.type, m.op,
                                              comm, s);

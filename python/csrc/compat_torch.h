@@ -22,9 +22,34 @@
 #endif
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <chrono>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace chorus_torch {
+
+/// How one operation is to run: its timeout (kUnsetTimeout: the group's), and whether its
+/// caller waits for it at once, so it may run on the caller's thread. PyTorch 2.x says so
+/// in the options (asyncOp is false under a blocking dist.* call); 1.13's options cannot.
+struct LaunchMode {
+  std::chrono::milliseconds timeout;
+  bool callerWaits;
+};
+
+template <typename Opts, typename = void>
+struct HasAsyncOp : std::false_type {};
+template <typename Opts>
+struct HasAsyncOp<Opts, std::void_t<decltype(std::declval<const Opts&>().asyncOp)>>
+    : std::true_type {};
+
+template <typename Opts>
+LaunchMode modeOf(const Opts& opts) {
+  if constexpr (HasAsyncOp<Opts>::value)
+    return {opts.timeout, !opts.asyncOp};
+  else
+    return {opts.timeout, false};
+}
 
 #if CHORUS_TORCH2
 using BackendBase = c10d::Backend;

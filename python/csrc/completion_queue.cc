@@ -29,19 +29,7 @@ void CompletionQueue::settle() {
     pending_.clear();
     ++settling_;
   }
-  std::string error;
-  // A passed deadline says "Timed out" first, the words PyTorch's tests (and users'
-  // handlers) look for in gloo's and NCCL's timeout errors.
-  const chorusResult_t synced = chorusStreamSynchronize(stream_);
-  if (synced != chorusSuccess)
-    error = std::string("chorus: ") +
-            (synced == chorusTimeout ? "Timed out (deadline passed): " : "") +
-            chorusGetLastError(nullptr);
-  chorusResult_t asyncError = chorusSuccess;
-  if (error.empty() && chorusCommGetAsyncError(comm_, &asyncError) == chorusSuccess &&
-      asyncError != chorusSuccess && asyncError != chorusInProgress)
-    error = std::string("chorus: the communicator failed earlier: ") +
-            chorusGetErrorString(asyncError) + ": " + chorusGetLastError(comm_);
+  std::string error = failure(chorusStreamSynchronize(stream_), false);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error.empty() && stickyError_.empty()) stickyError_ = error;
@@ -49,7 +37,54 @@ void CompletionQueue::settle() {
     --settling_;
   }
   idleCv_.notify_all();
+  // A Work's completion may run a future callback that starts another operation on this
+  // thread (orderMutex_ is recursive): that one must not overtake the rest of the batch.
+  ++completing_;
   for (auto& w : batch) w->complete(error);
+  --completing_;
+}
+
+std::string CompletionQueue::failure(chorusResult_t result, bool onComm) {
+  // A passed deadline says "Timed out" first, the words PyTorch's tests (and users'
+  // handlers) look for in gloo's and NCCL's timeout errors.
+  if (result != chorusSuccess) {
+    // A stream's wait has no communicator: its detail is this thread's last error.
+    std::string detail = onComm ? chorusGetLastError(comm_) : "";
+    if (detail.empty()) detail = chorusGetLastError(nullptr);
+    return std::string("chorus: ") +
+           (result == chorusTimeout ? "Timed out (deadline passed): " : "") + detail;
+  }
+  chorusResult_t asyncError = chorusSuccess;
+  if (chorusCommGetAsyncError(comm_, &asyncError) == chorusSuccess && asyncError != chorusSuccess &&
+      asyncError != chorusInProgress)
+    return std::string("chorus: the communicator failed earlier: ") +
+           chorusGetErrorString(asyncError) + ": " + chorusGetLastError(comm_);
+  return "";
+}
+
+bool CompletionQueue::runInline(const std::function<chorusResult_t()>& call, std::string* error,
+                                bool* argumentError) {
+  *argumentError = false;
+  std::lock_guard<std::recursive_mutex> order(orderMutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_ || !pending_.empty() || settling_ > 0 || completing_ > 0 || !stickyError_.empty())
+      return false;
+  }
+  // Works are added only after their calls are on the stream, so an empty queue means an
+  // idle stream unless a refused launch left calls behind: ask the stream to be sure.
+  if (chorusStreamQuery(stream_) != chorusSuccess) return false;
+  const chorusResult_t result = call();
+  if (result == chorusInvalidArgument || result == chorusInvalidUsage) {
+    *argumentError = true;
+    return true;
+  }
+  *error = failure(result, true);
+  if (!error->empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stickyError_.empty()) stickyError_ = *error;
+  }
+  return true;
 }
 
 void CompletionQueue::loop() {

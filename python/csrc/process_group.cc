@@ -70,17 +70,32 @@ std::chrono::milliseconds ProcessGroupChorus::opTimeout(std::chrono::millisecond
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
-    c10d::OpType type, const char* name, std::chrono::milliseconds timeout,
-    std::vector<at::Tensor> outputs, const std::function<chorusResult_t(chorusStream_t)>& issue,
-    std::function<void(bool)> finish, std::vector<at::Tensor> keepAlive, int sourceRank) {
-  if (issue(stream_) != chorusSuccess) {
-    std::string detail = chorusGetLastError(comm_);
-    if (detail.empty()) detail = chorusGetLastError(nullptr);
+    c10d::OpType type, const char* name, LaunchMode mode, std::vector<at::Tensor> outputs,
+    const std::function<chorusResult_t(chorusStream_t)>& issue, std::function<void(bool)> finish,
+    std::vector<at::Tensor> keepAlive, int sourceRank) {
+  auto refused = [&](const std::string& detailIn) {
+    std::string detail = detailIn.empty() ? chorusGetLastError(nullptr) : detailIn;
     if (finish) finish(false);
     throw std::runtime_error(std::string("chorus ") + name + " failed on rank " +
                              std::to_string(rank_) + ": " + detail);
+  };
+  // A per-operation timeout other than the group's is only honoured by Work::wait, so such
+  // an operation takes the stream.
+  if (mode.callerWaits && !coalescing_ &&
+      (mode.timeout == c10d::kUnsetTimeout || mode.timeout == timeout_)) {
+    std::string error;
+    bool argumentError = false;
+    if (queue_->runInline([&] { return issue(nullptr); }, &error, &argumentError)) {
+      if (argumentError) refused(chorusGetLastError(comm_));
+      auto work = c10::make_intrusive<ChorusWork>(
+          rank_, type, name, ++seq_, opTimeout(mode.timeout), std::move(outputs), std::move(finish),
+          std::move(keepAlive), queue_, sourceRank);
+      work->complete(error);
+      return work;
+    }
   }
-  auto work = c10::make_intrusive<ChorusWork>(rank_, type, name, ++seq_, opTimeout(timeout),
+  if (issue(stream_) != chorusSuccess) refused(chorusGetLastError(comm_));
+  auto work = c10::make_intrusive<ChorusWork>(rank_, type, name, ++seq_, opTimeout(mode.timeout),
                                               std::move(outputs), std::move(finish),
                                               std::move(keepAlive), queue_, sourceRank);
   if (coalescing_)
@@ -149,7 +164,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
   checkCpuTensor(tensors[0], "send");
   at::Tensor buf = staged(tensors[0]);
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::SEND, "send", c10d::kUnsetTimeout, tensors,
+  return launch(c10d::OpType::SEND, "send", {c10d::kUnsetTimeout, false}, tensors,
                 [&](chorusStream_t s) {
                   return chorusSend(buf.data_ptr(), nbytes(buf), chorusUint8, dstRank, comm, s);
                 },
@@ -164,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   at::Tensor buf = staged(t);
   chorusComm_t comm = comm_;
   return launch(
-      c10d::OpType::RECV, "recv", c10d::kUnsetTimeout, tensors,
+      c10d::OpType::RECV, "recv", {c10d::kUnsetTimeout, false}, tensors,
       [&](chorusStream_t s) {
         return chorusRecv(buf.data_ptr(), nbytes(buf), chorusUint8, srcRank, comm, s);
       },
@@ -186,7 +201,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
   int* fromPtr = from.data_ptr<int>();
   chorusComm_t comm = comm_;
   auto work = launch(
-      c10d::OpType::RECVANYSOURCE, "recv", c10d::kUnsetTimeout, tensors,
+      c10d::OpType::RECVANYSOURCE, "recv", {c10d::kUnsetTimeout, false}, tensors,
       [&](chorusStream_t s) {
         return chorusRecvAnySource(buf.data_ptr(), nbytes(buf), chorusUint8, fromPtr, comm, s);
       },
@@ -228,7 +243,7 @@ void ProcessGroupChorus::finishCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
   chorusComm_t comm = comm_;
-  return launch(c10d::OpType::BARRIER, "barrier", opts.timeout, {},
+  return launch(c10d::OpType::BARRIER, "barrier", modeOf(opts), {},
                 [&](chorusStream_t s) { return chorusBarrier(comm, s); }, nullptr, {});
 }
 

@@ -103,9 +103,11 @@ class ProcessGroupChorus : public BackendBase {
   /// Ends the Chorus group of a batch and hands its Works to the queue.
   void finishCoalescing();
   /// Issues the Chorus calls of one operation on the stream (`issue` gets the stream) and
-  /// returns its Work. Throws with Chorus's message if a call is refused.
-  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* name,
-                                        std::chrono::milliseconds timeout,
+  /// returns its Work. Throws with Chorus's message if a call is refused. When the caller
+  /// waits at once (mode.callerWaits), with the group's timeout, outside a batch and with
+  /// nothing queued, the calls run right here on the NULL stream instead and the Work is
+  /// returned completed: the same order on the communicator, no thread hand-off.
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* name, LaunchMode mode,
                                         std::vector<at::Tensor> outputs,
                                         const std::function<chorusResult_t(chorusStream_t)>& issue,
                                         std::function<void(bool ok)> finish,

@@ -13,7 +13,7 @@ namespace chorus_torch {
 // completes Works in order (a failure is sticky), so this Work completes after all of them.
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::endCoalescing() {
   finishCoalescing();
-  return launch(c10d::OpType::COALESCED, "coalesced", c10d::kUnsetTimeout, {},
+  return launch(c10d::OpType::COALESCED, "coalesced", {c10d::kUnsetTimeout, false}, {},
                 [](chorusStream_t) { return chorusSuccess; }, nullptr, {});
 }
 
@@ -24,7 +24,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesc
               "chorus allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
-  return launch(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", opts.timeout, outputs,
+  return launch(c10d::OpType::COALESCED, "allgather_into_tensor_coalesced", modeOf(opts), outputs,
                 [](chorusStream_t) { return chorusSuccess; }, nullptr, {});
 }
 
@@ -35,7 +35,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesc
               "chorus reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
   for (size_t i = 0; i < inputs.size(); ++i) _reduce_scatter_base(outputs[i], inputs[i], opts);
-  return launch(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", opts.timeout, outputs,
+  return launch(c10d::OpType::COALESCED, "reduce_scatter_tensor_coalesced", modeOf(opts), outputs,
                 [](chorusStream_t) { return chorusSuccess; }, nullptr, {});
 }
 

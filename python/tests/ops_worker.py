@@ -311,11 +311,62 @@ def check_barrier_and_errors(rank, n):
     same(t, torch.full((3,), float(n)), "all_reduce after errors")
 
 
+def check_caller_waits(rank, n):
+    """2.x passes async_op down (asyncOp): a blocking call with nothing queued runs on the
+    calling thread and returns its Work completed; one issued behind queued Works takes the
+    stream after them, so operations still run, and complete, in the order issued."""
+    if TORCH1:
+        return
+    sync = dist.AllreduceOptions()
+    sync.asyncOp = False
+    x = data(rank, (5,), torch.float64, salt=21)
+    ref = reduce_ref(n, (5,), torch.float64, R.SUM, 21)
+    t = x.clone()
+    w = CHORUS.allreduce([t], sync)
+    assert w.is_completed() and w.is_success(), "blocking all_reduce returned before completing"
+    same(t, ref, "blocking all_reduce")
+    same(w.get_future().value()[0], ref, "future of a completed blocking all_reduce")
+    same(w.get_future().then(lambda f: f.value()[0] + 1).wait(), ref + 1, "its then()")
+    assert w.wait()
+    # Queued asynchronous Works, then blocking calls on the same tensors.
+    ts = [x.clone() * (k + 1) for k in range(6)]
+    works = [dist.all_reduce(t, group=CHORUS, async_op=True) for t in ts]
+    dist.all_reduce(ts[-1], group=CHORUS)  # after the async one on the same tensor: n * sum
+    assert all(w.is_completed() for w in works), "a blocking call overtook queued Works"
+    for k, t in enumerate(ts[:-1]):
+        same(t, ref * (k + 1), f"queued all_reduce #{k}")
+    same(ts[-1], ref * len(ts) * n, "blocking all_reduce behind an async one on its tensor")
+    # Non-contiguous output on the inline path: copied back before the call returns.
+    m = data(rank, (3, 4), torch.float64, salt=22).t()
+    dist.all_reduce(m, group=CHORUS)
+    same(m, reduce_ref(n, (3, 4), torch.float64, R.SUM, 22).t(), "blocking all_reduce transposed")
+    b = data(rank, (7,), torch.int32, salt=23)
+    dist.broadcast(b, src=n - 1, group=CHORUS)
+    same(b, data(n - 1, (7,), torch.int32, salt=23), "blocking broadcast")
+    dist.barrier(group=CHORUS)
+
+
 def check_timeouts(rank, n):
     """Last: rank 1 never sends. Rank 0's wait(timeout) gives up, and Chorus's own deadline
     (the group's timeout, 2 s) then fails the receive; rank 0's monitored barrier names
     the ranks that never came."""
     short = dist.new_group(backend="chorus", timeout=datetime.timedelta(seconds=2))
+    # 2.x: a blocking all_reduce runs on the caller's thread; the group's deadline fails it.
+    inline = None if TORCH1 else dist.new_group(backend="chorus",
+                                                timeout=datetime.timedelta(seconds=2))
+    if inline is not None and rank == 0:
+        t0 = __import__("time").time()
+        try:
+            dist.all_reduce(torch.ones(2), group=inline)
+            raise AssertionError("an all_reduce the other ranks never joined completed")
+        except RuntimeError as e:
+            assert "Timed out" in str(e), e
+        assert __import__("time").time() - t0 < 15
+        try:  # the failure is sticky: later operations fail too
+            dist.all_reduce(torch.ones(2), group=inline)
+            raise AssertionError("an all_reduce on a failed group completed")
+        except RuntimeError as e:
+            assert "chorus" in str(e), e
     if rank == 0:
         w = dist.irecv(torch.empty(4), 1, group=short)
         t0 = __import__("time").time()
@@ -347,7 +398,7 @@ def main():
     assert dist.get_backend(CHORUS) == "chorus"
     for check in (check_broadcast, check_allreduce, check_coalesced_and_reduce, check_gathers,
                   check_reduce_scatter, check_alltoall, check_p2p, check_coalescing_manager,
-                  check_barrier_and_errors):
+                  check_barrier_and_errors, check_caller_waits):
         check(rank, n)
     dist.barrier(group=GLOO)
     check_timeouts(rank, n)
