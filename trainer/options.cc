@@ -36,6 +36,12 @@ const char kUsage[] =
     "  --trace FILE           write a Chrome trace of the first --trace-steps steps\n"
     "  --trace-steps N        steps to trace (default 20)\n"
     "  --no-progress          no progress bar\n"
+    "  --pipeline-stages S    split the model's layers into S pipeline stages (default 1)\n"
+    "  --micro-batches M      pipeline micro-batches per step; must divide --batch (default 1)\n"
+    "  --schedule gpipe|1f1b  pipeline schedule (default 1f1b)\n"
+    "  --tensor-parallel T    split the MLP's / CNN classifier's linear layers over T ranks\n"
+    "                         (default 1); data-parallel replicas = ranks / (S x T), and with\n"
+    "                         S or T > 1, --batch is per replica (split into M micro-batches)\n"
     "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
 
 int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
@@ -124,9 +130,24 @@ bool parseOptions(int argc, char** argv, Options* o) {
       o->traceSteps = toInt(a, value(), 1, kBig);
     else if (a == "--no-progress")
       o->progress = false;
+    // Model and pipeline parallelism.
+    else if (a == "--pipeline-stages")
+      o->pipelineStages = int(toInt(a, value(), 1, 1024));
+    else if (a == "--micro-batches")
+      o->microBatches = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--schedule") {
+      o->schedule = value();
+      if (o->schedule != "gpipe" && o->schedule != "1f1b")
+        throw std::invalid_argument("--schedule: expected gpipe or 1f1b, got '" + o->schedule +
+                                    "'");
+    } else if (a == "--tensor-parallel")
+      o->tensorParallel = int(toInt(a, value(), 1, 1024));
     else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
+  if (o->batch % o->microBatches != 0)
+    throw std::invalid_argument("--micro-batches " + std::to_string(o->microBatches) +
+                                " does not divide --batch " + std::to_string(o->batch));
   return true;
 }
 
