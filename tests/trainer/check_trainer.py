@@ -7,7 +7,9 @@ cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, tr
                        bad_input, mpirun, pipeline_mlp, pipeline_cnn, tensor_parallel, hybrid,
                        layout_errors, layout_features
       (suite multinode): cluster
-      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp
+      (suite multinode): cluster_pipeline
+      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp,
+                            accuracy_layouts_mlp, accuracy_layouts_cnn
 Exit 0 pass, 1 fail, 77 skipped (no dataset).
 """
 import json
@@ -115,14 +117,14 @@ def case_equiv_cnn_syncbn_full(chorusrun, trainer, tmp):
     equivalence(chorusrun, trainer, tmp, ["--model", "cnn", "--sync-bn"], [2, 4])
 
 
-def accuracy_run(chorusrun, trainer, model, minimum):
-    """Acceptance: 2 ranks, 3 epochs, whole data set; final test accuracy >= minimum."""
-    out = run(chorusrun, trainer, 2, ["--model", model, "--epochs", "3", "--no-progress"],
-              timeout=1800)
+def accuracy_run(chorusrun, trainer, model, minimum, np_=2, epochs=3, extra=()):
+    """Acceptance: np_ ranks, `epochs` epochs, whole data set; final test accuracy >= minimum."""
+    out = run(chorusrun, trainer, np_, ["--model", model, "--epochs", str(epochs),
+                                        "--no-progress"] + list(extra), timeout=1800)
     print(out)
-    last = [l for l in out.splitlines() if l.startswith("epoch 3/3")]
+    last = [l for l in out.splitlines() if l.startswith(f"epoch {epochs}/{epochs}")]
     if len(last) != 1:
-        raise Failure("no epoch 3 line")
+        raise Failure(f"no epoch {epochs} line")
     acc = float(last[0].split("test-acc")[1].split("%")[0])
     if acc < minimum:
         raise Failure(f"{model}: test accuracy {acc}% < {minimum}%")
@@ -134,6 +136,32 @@ def case_accuracy_cnn(chorusrun, trainer, tmp):
 
 def case_accuracy_mlp(chorusrun, trainer, tmp):
     accuracy_run(chorusrun, trainer, "mlp", 85.0)
+
+
+# Layouts for the accuracy runs: (ranks, flags).
+ACCURACY_LAYOUTS = {
+    "pipeline": (2, ["--pipeline-stages", "2", "--micro-batches", "4", "--batch", "128"]),
+    "tensor": (2, ["--tensor-parallel", "2", "--batch", "128"]),
+    "dp2_pp2": (4, ["--pipeline-stages", "2", "--micro-batches", "2"]),
+    "dp2_tp2": (4, ["--tensor-parallel", "2"]),
+    "pp2_tp2": (4, ["--pipeline-stages", "2", "--tensor-parallel", "2", "--micro-batches", "4",
+                    "--batch", "128"]),
+}
+
+
+def case_accuracy_layouts_mlp(chorusrun, trainer, tmp):
+    """Every layout: the MLP reaches >= 80 % after one epoch (global batch 128)."""
+    for name, (np_, args) in ACCURACY_LAYOUTS.items():
+        print(f"--- {name}")
+        accuracy_run(chorusrun, trainer, "mlp", 80.0, np_=np_, epochs=1, extra=args)
+
+
+def case_accuracy_layouts_cnn(chorusrun, trainer, tmp):
+    """Pipeline and hybrid pipeline layouts: the CNN reaches >= 88 % after 3 epochs."""
+    for name in ("pipeline", "dp2_pp2"):
+        np_, args = ACCURACY_LAYOUTS[name]
+        print(f"--- {name}")
+        accuracy_run(chorusrun, trainer, "cnn", 88.0, np_=np_, extra=args)
 
 
 def case_accum(chorusrun, trainer, tmp):
@@ -257,7 +285,7 @@ def case_mpirun(chorusrun, trainer, tmp):
     expect_close(out, ref, "mpirun vs chorusrun")
 
 
-def case_cluster(chorusrun, trainer, tmp):
+def case_cluster(chorusrun, trainer, tmp, extra=()):
     """2 namespaced hosts (tools/cluster, tcp between them): same result as one host."""
     cluster = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                            "cluster")
@@ -269,15 +297,24 @@ def case_cluster(chorusrun, trainer, tmp):
     agent = f"{os.path.abspath(cluster)} agent"
     inner = [cluster, "exec", "--name", name, "0", "--", os.path.abspath(chorusrun), "-H",
              f"{name}-h0:1,{name}-h1:1", "--launch-agent", agent, "-x", "CHORUS_DEBUG=INFO",
-             "-x", "CHORUS_DEBUG_SUBSYS=INIT", os.path.abspath(trainer)] + LAUNCH_ARGS + [
-             "--dump-params", out]
+             "-x", "CHORUS_DEBUG_SUBSYS=INIT", os.path.abspath(trainer)] + LAUNCH_ARGS + list(
+             extra) + ["--dump-params", out]
     p = subprocess.run([cluster, "-q", "run", "--name", name, "--hosts", "2", "--"] + inner,
                        capture_output=True, text=True, timeout=280)
     if p.returncode != 0:
         raise Failure(f"cluster run exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     if "via tcp (other host)" not in p.stdout + p.stderr:
         raise Failure("the ranks did not talk over tcp between hosts:\n" + p.stderr[-2000:])
-    expect_close(out, ref, "2 namespaced hosts vs one host")
+    expect_close(out, ref, "2 namespaced hosts vs one host" + (" " + " ".join(extra)
+                                                              if extra else ""),
+                 rtol=EXACT if extra else RTOL)
+
+
+def case_cluster_pipeline(chorusrun, trainer, tmp):
+    """Pipeline of 2 stages on 2 namespaced hosts, one stage each (activations and gradients
+    over tcp between the hosts): the same parameters as data parallel on one host."""
+    case_cluster(chorusrun, trainer, tmp, ["--pipeline-stages", "2", "--micro-batches", "4",
+                                           "--batch", "128"])
 
 
 def case_bad_input(chorusrun, trainer, tmp):
