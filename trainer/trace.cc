@@ -9,7 +9,7 @@ TraceWriter::TraceWriter(bool enabled, int rank)
     : enabled_(enabled), rank_(rank), label_("rank " + std::to_string(rank)) {}
 
 // The monotonic clock is one clock for all processes of a host, so the per-rank files of a
-// job line up when merged into one trace (tests/trainer/merge_traces.py).
+// job line up when merged into one trace (tests/trainer/pipeline_trace.py).
 double TraceWriter::nowUs() const {
   return std::chrono::duration<double, std::micro>(
              std::chrono::steady_clock::now().time_since_epoch())

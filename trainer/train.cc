@@ -52,6 +52,28 @@ struct EpochTally {
   double lossSum = 0, correct = 0, samples = 0;
 };
 
+// Peak resident memory of this process in KiB (VmHWM), and a reset of that peak to the
+// current size (Linux: "5" into /proc/self/clear_refs), so that the peak of the training
+// loop alone can be read (1F1B against GPipe activation memory, docs/TRAINER.md). -1 when
+// not available.
+int64_t peakRssKb() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long long kb = -1;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb;
+}
+
+void resetPeakRss() {
+  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
 }  // namespace
 
 void train(const Options& opts, Comm& comm) {
@@ -146,6 +168,7 @@ void train(const Options& opts, Comm& comm) {
     return r;
   };
   const int64_t firstStep = progress.steps;
+  resetPeakRss();
   bool stop = false;
   for (int64_t epoch = progress.epochsDone; epoch < opts.epochs && !stop; ++epoch) {
     sampler.setEpoch(epoch);
@@ -243,7 +266,9 @@ void train(const Options& opts, Comm& comm) {
     std::string dump = perRankPath(opts.dumpParams, rank);
     if (!dump.empty())
       dumpTensors(dump, params, buffers, progress, dp->allReduceCalls(), ddp.numBuckets(),
-                  {{"stage", layout.stage}, {"peak_in_flight", pipeline.peakInFlight()}});
+                  {{"stage", layout.stage},
+                   {"peak_in_flight", pipeline.peakInFlight()},
+                   {"peak_rss_kb", peakRssKb()}});
   }
   std::string tracePath = perRankPath(opts.trace, rank);
   if (!tracePath.empty()) trace.write(tracePath);
