@@ -56,16 +56,18 @@ struct EpochTally {
 // current size (Linux: "5" into /proc/self/clear_refs), so that the peak of the training
 // loop alone can be read (1F1B against GPipe activation memory, docs/TRAINER.md). -1 when
 // not available.
-int64_t peakRssKb() {
+int64_t statusKb(const char* field) {
   FILE* f = std::fopen("/proc/self/status", "r");
   if (!f) return -1;
   char line[256];
+  const std::string format = std::string(field) + ": %lld kB";
   long long kb = -1;
   while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+    if (std::sscanf(line, format.c_str(), &kb) == 1) break;
   std::fclose(f);
   return kb;
 }
+int64_t peakRssKb() { return statusKb("VmHWM"); }
 
 void resetPeakRss() {
   if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
@@ -169,6 +171,7 @@ void train(const Options& opts, Comm& comm) {
   };
   const int64_t firstStep = progress.steps;
   resetPeakRss();
+  const int64_t rssAtStartKb = statusKb("VmRSS");
   bool stop = false;
   for (int64_t epoch = progress.epochsDone; epoch < opts.epochs && !stop; ++epoch) {
     sampler.setEpoch(epoch);
@@ -268,6 +271,7 @@ void train(const Options& opts, Comm& comm) {
       dumpTensors(dump, params, buffers, progress, dp->allReduceCalls(), ddp.numBuckets(),
                   {{"stage", layout.stage},
                    {"peak_in_flight", pipeline.peakInFlight()},
+                   {"rss_before_training_kb", rssAtStartKb},
                    {"peak_rss_kb", peakRssKb()}});
   }
   std::string tracePath = perRankPath(opts.trace, rank);
