@@ -39,6 +39,8 @@ const char kUsage[] =
     "  --pipeline-stages S    split the model's layers into S pipeline stages (default 1)\n"
     "  --micro-batches M      pipeline micro-batches per step; must divide --batch (default 1)\n"
     "  --schedule gpipe|1f1b  pipeline schedule (default 1f1b)\n"
+    "  --split params|time    balance the stages by parameter count (default) or by forward +\n"
+    "                         backward time measured on rank 0 at start\n"
     "  --tensor-parallel T    split the MLP's / CNN classifier's linear layers over T ranks\n"
     "                         (default 1); data-parallel replicas = ranks / (S x T), and with\n"
     "                         S or T > 1, --batch is per replica (split into M micro-batches)\n"
@@ -142,7 +144,11 @@ bool parseOptions(int argc, char** argv, Options* o) {
                                     "'");
     } else if (a == "--tensor-parallel")
       o->tensorParallel = int(toInt(a, value(), 1, 1024));
-    else
+    else if (a == "--split") {
+      o->split = value();
+      if (o->split != "params" && o->split != "time")
+        throw std::invalid_argument("--split: expected params or time, got '" + o->split + "'");
+    } else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
   if (o->batch % o->microBatches != 0)

@@ -39,6 +39,7 @@ struct Options {
   int64_t microBatches = 1;       // per optimizer step (and per --accum round); divides --batch
   std::string schedule = "1f1b";  // gpipe | 1f1b
   int tensorParallel = 1;
+  std::string split = "params";  // stage split balances: params | time (measured)
 };
 
 /// Parses argv. Throws std::invalid_argument with a message naming the bad flag.

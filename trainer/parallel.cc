@@ -1,5 +1,7 @@
 #include "trainer/parallel.h"
 
+#include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "trainer/models.h"
@@ -79,8 +81,42 @@ torch::Tensor ParallelLinearImpl::forward(const torch::Tensor& x) {
   return ReduceFromTensorParallel::apply(x.matmul(weight.t()), comm_) + bias;
 }
 
-StageModel buildStage(const Options& opts, const Layout& layout, Comm* bnComm, Comm* tpComm,
-                      torch::ScalarType dtype) {
+namespace {
+
+// Microseconds of forward + backward of every child on a micro-batch of `batch` samples
+// (best of 5 after a warm-up), measured in evaluation mode (no running statistics move)
+// and without touching the gradients.
+std::vector<int64_t> measureChildren(torch::nn::Sequential& full, int64_t batch,
+                                     torch::ScalarType dtype) {
+  const size_t n = full->size();
+  std::vector<double> best(n, 1e30);
+  full->eval();
+  for (int rep = 0; rep < 6; ++rep) {
+    torch::Tensor x = torch::randn({batch, 1, 28, 28}, torch::TensorOptions().dtype(dtype));
+    size_t i = 0;
+    for (auto it = full->begin(); it != full->end(); ++it, ++i) {
+      torch::Tensor in = x.detach().requires_grad_(true);
+      auto t0 = std::chrono::steady_clock::now();
+      torch::Tensor y = it->forward<torch::Tensor>(in);
+      torch::Tensor g = torch::ones_like(y);
+      y.backward(g);
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) best[i] = std::min(best[i], us);
+      x = y.detach();
+    }
+  }
+  full->train();
+  for (auto& p : full->parameters()) p.mutable_grad() = torch::Tensor();
+  std::vector<int64_t> out;
+  for (double b : best) out.push_back(std::max<int64_t>(1, int64_t(b)));
+  return out;
+}
+
+}  // namespace
+
+StageModel buildStage(const Options& opts, const Layout& layout, Comm* world, Comm* bnComm,
+                      Comm* tpComm, torch::ScalarType dtype) {
   StageModel st;
   torch::manual_seed(opts.seed);
   st.full = makeModel(opts.model, opts.width, opts.syncBn, bnComm);
@@ -132,22 +168,43 @@ StageModel buildStage(const Options& opts, const Layout& layout, Comm* bnComm, C
   }
   layerStart.push_back(n);
   st.layers = layerStart.size() - 1;
-  std::vector<int64_t> cost;
+  // Cost of every child: parameters, or (--split time) microseconds measured on rank 0 and
+  // broadcast, so that every rank splits alike.
+  std::vector<int64_t> childCost(n), params(n);
+  for (size_t i = 0; i < n; ++i) params[i] = paramCount(st.full->ptr(i));
+  const bool byTime = opts.split == "time" && layout.pp > 1;
+  if (byTime) {
+    if (layout.rank == 0)
+      childCost =
+          measureChildren(st.full, std::max<int64_t>(1, opts.batch / opts.microBatches), dtype);
+    world->broadcast(childCost.data(), n, chorusInt64, 0);
+  } else {
+    childCost = params;
+  }
+  std::vector<int64_t> cost, layerParams;
   for (size_t l = 0; l + 1 < layerStart.size(); ++l) {
-    int64_t c = 0;
-    for (size_t i = layerStart[l]; i < layerStart[l + 1]; ++i) c += paramCount(st.full->ptr(i));
+    int64_t c = 0, p = 0;
+    for (size_t i = layerStart[l]; i < layerStart[l + 1]; ++i) {
+      c += childCost[i];
+      p += params[i];
+    }
     cost.push_back(c);
+    layerParams.push_back(p);
   }
   std::vector<size_t> stages = splitStages(cost, layout.pp);
 
   // The plan: "stage 0: children 0-2 (200960 params) | stage 1: ...".
   for (int s = 0; s < layout.pp; ++s) {
     size_t a = layerStart[stages[size_t(s)]], b = layerStart[stages[size_t(s) + 1]];
-    int64_t params = 0;
-    for (size_t l = stages[size_t(s)]; l < stages[size_t(s) + 1]; ++l) params += cost[l];
+    int64_t p = 0, us = 0;
+    for (size_t l = stages[size_t(s)]; l < stages[size_t(s) + 1]; ++l) {
+      p += layerParams[l];
+      us += cost[l];
+    }
     if (s) st.plan += " | ";
     st.plan += "stage " + std::to_string(s) + ": modules " + std::to_string(a) + "-" +
-               std::to_string(b - 1) + " (" + std::to_string(params) + " params)";
+               std::to_string(b - 1) + " (" + std::to_string(p) + " params" +
+               (byTime ? ", " + std::to_string(us) + " us" : std::string()) + ")";
   }
 
   const size_t first = layerStart[stages[size_t(layout.stage)]];

@@ -4,7 +4,8 @@
 // single-rank run's model does), groups its children into layers (a layer starts at each
 // child with parameters; parameter-free children such as ReLU, pooling and Flatten belong
 // to the layer before them, leading ones to the first), and keeps:
-//  - pipeline: the layers of its stage (splitStages over the layers' parameter counts);
+//  - pipeline: the layers of its stage (splitStages over the layers' parameter counts, or
+//    with --split time over their forward + backward time measured on rank 0);
 //  - tensor parallel (Megatron): the first two Linear layers become a column-parallel /
 //    row-parallel pair (MLP: 784->256 column, 256->128 row; CNN: the classifier's
 //    ->128 column, 128->10 row). Column: this rank's rows of W and b, its input's gradient
@@ -52,12 +53,12 @@ struct StageModel {
   size_t layers = 0;                       // layers of the model (after TP merging)
 };
 
-/// Builds this rank's part. `bnComm`: sync batch norm's communicator (the DP group);
-/// `tpComm`: the tensor-parallel group (may be null when tp == 1). Throws
-/// std::invalid_argument for layouts the model cannot take (more stages than layers, a
-/// tensor-parallel width that does not divide the sharded layers).
-StageModel buildStage(const Options& opts, const Layout& layout, Comm* bnComm, Comm* tpComm,
-                      torch::ScalarType dtype);
+/// Builds this rank's part. `world`: for --split time (rank 0 measures, all split alike); `bnComm`:
+/// sync batch norm's communicator (the DP group); `tpComm`: the tensor-parallel group (may be null
+/// when tp == 1). Throws std::invalid_argument for layouts the model cannot take (more stages than
+/// layers, a tensor-parallel width that does not divide the sharded layers).
+StageModel buildStage(const Options& opts, const Layout& layout, Comm* world, Comm* bnComm,
+                      Comm* tpComm, torch::ScalarType dtype);
 
 /// The whole model's parameters and buffers (names and values as in a single-rank run),
 /// assembled on every rank with one all-reduce (sum) over `world` per tensor: the rank of

@@ -52,12 +52,10 @@ torch::Tensor PipelineStage::exchange(const torch::Tensor& send, int sendTo, int
 }
 
 torch::Tensor PipelineStage::forwardMicro(int64_t m, const torch::Tensor& input,
-                                          const torch::Tensor& y, double lossScale, bool bufferSync,
-                                          Tally* tally) {
+                                          const torch::Tensor& y, double lossScale, Tally* tally) {
   Micro& mb = inFlight_[size_t(m)];
   mb.input = input;
   if (!layout_.firstStage()) mb.input.requires_grad_(true);
-  if (bufferSync) ddp_.syncBuffers();
   const double t0 = trace_.nowUs();
   mb.output = model_->forward(mb.input);
   if (layout_.lastStage()) {
@@ -109,6 +107,10 @@ void PipelineStage::runRound(const torch::Tensor& x, const torch::Tensor& y, int
   tracing_ = tracing;
   step_ = step;
   microBatch_ = batch / micro;
+  // DDP's broadcast_buffers: replica 0's batch norm statistics, once per round, before the
+  // first forward. Not before every micro-batch: the overwrite would bump the buffers'
+  // versions under the autograd graphs of micro-batches still waiting for their backward.
+  if (bufferSync) ddp_.syncBuffers();
   inFlight_.assign(size_t(micro), Micro());
   const int s = layout_.stage, S = layout_.pp;
   const int prev = layout_.firstStage() ? -1 : s - 1;
@@ -121,7 +123,7 @@ void PipelineStage::runRound(const torch::Tensor& x, const torch::Tensor& y, int
       torch::Tensor a = layout_.firstStage() ? input(m)
                                              : exchange(torch::Tensor(), -1, prev, inShape_,
                                                         microBatch_, "recv activation");
-      torch::Tensor out = forwardMicro(m, a, y, lossScale, bufferSync, tally);
+      torch::Tensor out = forwardMicro(m, a, y, lossScale, tally);
       exchange(out, next, -1, {}, 0, "send activation");
     }
     for (int64_t m = 0; m < micro; ++m) {
@@ -139,7 +141,7 @@ void PipelineStage::runRound(const torch::Tensor& x, const torch::Tensor& y, int
     torch::Tensor a = layout_.firstStage() ? input(m)
                                            : exchange(torch::Tensor(), -1, prev, inShape_,
                                                       microBatch_, "recv activation");
-    torch::Tensor out = forwardMicro(m, a, y, lossScale, bufferSync, tally);
+    torch::Tensor out = forwardMicro(m, a, y, lossScale, tally);
     exchange(out, next, -1, {}, 0, "send activation");
   }
   torch::Tensor a;
@@ -149,7 +151,7 @@ void PipelineStage::runRound(const torch::Tensor& x, const torch::Tensor& y, int
             : exchange(torch::Tensor(), -1, prev, inShape_, microBatch_, "recv activation");
   for (int64_t i = 0; i < remaining; ++i) {
     const int64_t fwd = warmup + i, bwd = i;
-    torch::Tensor out = forwardMicro(fwd, a, y, lossScale, bufferSync, tally);
+    torch::Tensor out = forwardMicro(fwd, a, y, lossScale, tally);
     torch::Tensor g =
         exchange(out, next, next, outShape_, microBatch_, "send activation, recv gradient");
     torch::Tensor gin = backwardMicro(bwd, g, sync(bwd));

@@ -57,7 +57,7 @@ class PipelineStage {
     torch::Tensor loss;    // last stage: scaled loss
   };
   torch::Tensor forwardMicro(int64_t m, const torch::Tensor& input, const torch::Tensor& y,
-                             double lossScale, bool bufferSync, Tally* tally);
+                             double lossScale, Tally* tally);
   torch::Tensor backwardMicro(int64_t m, const torch::Tensor& grad, bool sync);
   torch::Tensor buffer(const std::vector<int64_t>& shape, int64_t batch) const;
   /// One group with this stage's neighbours; returns what it received (or undefined).

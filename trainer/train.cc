@@ -106,7 +106,7 @@ void train(const Options& opts, Comm& comm) {
 
   // Same initial weights everywhere (the whole model from the seed, then this rank's part;
   // DP replica 0's are broadcast anyway).
-  StageModel stage = buildStage(opts, layout, dp, layout.tp > 1 ? tp : nullptr, dtype);
+  StageModel stage = buildStage(opts, layout, &comm, dp, layout.tp > 1 ? tp : nullptr, dtype);
   torch::nn::Sequential model = stage.local;
   TraceWriter trace(!perRankPath(opts.trace, rank).empty(), rank);
   if (!layout.pureDataParallel())
