@@ -211,6 +211,7 @@ StageModel buildStage(const Options& opts, const Layout& layout, Comm* world, Co
   const size_t last = layerStart[stages[size_t(layout.stage) + 1]];  // exclusive
   st.inShape = first == 0 ? std::vector<int64_t>{1, 28, 28} : after[first - 1];
   st.outShape = after[last - 1];
+  st.logitsShape = after[n - 1];
   auto it = st.full->begin() + std::ptrdiff_t(first);
   for (size_t i = first; i < last; ++i, ++it) {
     const std::string name = std::to_string(i);

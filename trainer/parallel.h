@@ -49,6 +49,7 @@ struct StageModel {
   torch::nn::Sequential full;   // the whole model as built from the seed (names, shapes)
   torch::nn::Sequential local;  // this rank's children (shared with `full` unless sharded)
   std::vector<int64_t> inShape, outShape;  // this stage's input / output, without batch dim
+  std::vector<int64_t> logitsShape;        // the last stage's output, without batch dim
   std::string plan;                        // the split, for the start-up line
   size_t layers = 0;                       // layers of the model (after TP merging)
 };

@@ -9,13 +9,14 @@ namespace trainer {
 
 PipelineStage::PipelineStage(torch::nn::Sequential& model, const Layout& layout, Comm* pipe,
                              std::vector<int64_t> inShape, std::vector<int64_t> outShape,
-                             torch::ScalarType dtype, DistributedDataParallel& ddp,
-                             TraceWriter& trace, bool gpipe)
+                             std::vector<int64_t> logitsShape, torch::ScalarType dtype,
+                             DistributedDataParallel& ddp, TraceWriter& trace, bool gpipe)
     : model_(model),
       layout_(layout),
       pipe_(pipe),
       inShape_(std::move(inShape)),
       outShape_(std::move(outShape)),
+      logitsShape_(std::move(logitsShape)),
       dtype_(dtype),
       ddp_(ddp),
       trace_(trace),
@@ -181,7 +182,7 @@ torch::Tensor PipelineStage::predict(const torch::Tensor& x, int64_t batch) {
   if (!layout_.lastStage()) exchange(out, layout_.stage + 1, -1, {}, 0, "send activation");
   tracing_ = saved;
   if (layout_.pp == 1) return out;
-  torch::Tensor logits = layout_.lastStage() ? out.contiguous() : buffer({10}, batch);
+  torch::Tensor logits = layout_.lastStage() ? out.contiguous() : buffer(logitsShape_, batch);
   broadcastTensor(*pipe_, logits, layout_.pp - 1);
   return logits;
 }

@@ -30,8 +30,8 @@ class PipelineStage {
   /// `pipe`: the stages of this replica (rank = stage); null with one stage.
   PipelineStage(torch::nn::Sequential& model, const Layout& layout, Comm* pipe,
                 std::vector<int64_t> inShape, std::vector<int64_t> outShape,
-                torch::ScalarType dtype, DistributedDataParallel& ddp, TraceWriter& trace,
-                bool gpipe);
+                std::vector<int64_t> logitsShape, torch::ScalarType dtype,
+                DistributedDataParallel& ddp, TraceWriter& trace, bool gpipe);
 
   struct Tally {
     double lossSum = 0, correct = 0, samples = 0;  // last stage only
@@ -67,7 +67,7 @@ class PipelineStage {
   torch::nn::Sequential& model_;
   Layout layout_;
   Comm* pipe_;
-  std::vector<int64_t> inShape_, outShape_;
+  std::vector<int64_t> inShape_, outShape_, logitsShape_;
   torch::ScalarType dtype_;
   DistributedDataParallel& ddp_;
   TraceWriter& trace_;

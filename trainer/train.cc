@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
@@ -104,6 +105,14 @@ void train(const Options& opts, Comm& comm) {
     tp = tpOwned.get();
   }
 
+  // Time blocked on communication, over all of this rank's communicators.
+  auto waitedSeconds = [&]() {
+    double t = comm.waitSeconds();
+    for (Comm* c : {dp, pp, tp})
+      if (c && c != &comm) t += c->waitSeconds();
+    return t;
+  };
+
   // Same initial weights everywhere (the whole model from the seed, then this rank's part;
   // DP replica 0's are broadcast anyway).
   StageModel stage = buildStage(opts, layout, &comm, dp, layout.tp > 1 ? tp : nullptr, dtype);
@@ -118,8 +127,8 @@ void train(const Options& opts, Comm& comm) {
                               size_t(opts.firstBucketMb * mb));
   ddp.setOverlap(opts.overlap);
   ddp.broadcastState();
-  PipelineStage pipeline(model, layout, pp, stage.inShape, stage.outShape, dtype, ddp, trace,
-                         opts.schedule == "gpipe");
+  PipelineStage pipeline(model, layout, pp, stage.inShape, stage.outShape, stage.logitsShape, dtype,
+                         ddp, trace, opts.schedule == "gpipe");
   // From here on, randomness that must differ between ranks (dropout, augmentation) does.
   torch::manual_seed(opts.seed + 1000003ull * uint64_t(rank + 1));
 
@@ -179,8 +188,7 @@ void train(const Options& opts, Comm& comm) {
     ProgressBar bar(talk && opts.progress, stepsPerEpoch,
                     "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(opts.epochs));
     PipelineStage::Tally tally;
-    const double waitBefore = comm.waitSeconds() + dp->waitSeconds() +
-                              (pp ? pp->waitSeconds() : 0) + (tp ? tp->waitSeconds() : 0);
+    const double waitBefore = waitedSeconds();
     const auto epochStart = std::chrono::steady_clock::now();
     int64_t stepsThisEpoch = 0;
     for (int64_t step = 0; step < stepsPerEpoch; ++step) {
@@ -210,16 +218,15 @@ void train(const Options& opts, Comm& comm) {
       if (tracing) trace.span("optimizer step", TraceWriter::kMainLane, t3, trace.nowUs());
       ++progress.steps;
       ++stepsThisEpoch;
-      bar.update(step + 1, tally.samples > 0 ? tally.lossSum / tally.samples : 0.0);
+      bar.update(step + 1, tally.samples > 0 ? tally.lossSum / tally.samples
+                                             : std::numeric_limits<double>::quiet_NaN());
     }
     bar.finish();
     const double trainSeconds = secondsSince(epochStart);
     // Rank 0's running statistics everywhere before evaluating or saving (each rank has
     // updated its own from its last local batch since the last forward's broadcast).
     if (bufferSync) ddp.syncBuffers();
-    const double commSeconds = comm.waitSeconds() + dp->waitSeconds() +
-                               (pp ? pp->waitSeconds() : 0) + (tp ? tp->waitSeconds() : 0) -
-                               waitBefore;
+    const double commSeconds = waitedSeconds() - waitBefore;
 
     // Epoch summary over all ranks (the samples counted once per replica: last stage, TP 0).
     const double keep = countsSamples ? 1.0 : 0.0;
