@@ -36,6 +36,18 @@ Comm::Comm() {
   check(chorusStreamCreate(&stream_), "chorusStreamCreate");
 }
 
+Comm::Comm(Comm& parent, int color, int key, const char* how) : how_(how) {
+  rank_ = parent.rank_;  // for error messages until the split is done
+  chorusResult_t r = chorusCommSplit(parent.comm_, color, key, &comm_, nullptr);
+  if (r != chorusSuccess || !comm_)
+    throw std::runtime_error(std::string("chorusCommSplit (") + how + ") failed on rank " +
+                             std::to_string(parent.rank_) + ": " + chorusGetErrorString(r) + " (" +
+                             chorusGetLastError(parent.comm_) + ")");
+  check(chorusCommUserRank(comm_, &rank_), "chorusCommUserRank");
+  check(chorusCommCount(comm_, &size_), "chorusCommCount");
+  check(chorusStreamCreate(&stream_), "chorusStreamCreate");
+}
+
 Comm::~Comm() {
   if (stream_) chorusStreamDestroy(stream_);
   if (comm_) {
@@ -86,6 +98,20 @@ void Comm::allGather(const void* send, void* recv, size_t countPerRank, chorusDa
 
 void Comm::barrier() {
   check(chorusBarrier(comm_, stream_), "chorusBarrier");
+  wait();
+}
+
+void Comm::sendRecv(const void* send, size_t sendCount, int sendPeer, void* recv, size_t recvCount,
+                    int recvPeer, chorusDataType_t type, const char* what) {
+  if (sendPeer < 0 && recvPeer < 0) return;
+  check(chorusGroupStart(), "chorusGroupStart");
+  chorusResult_t r = chorusSuccess;
+  if (sendPeer >= 0) r = chorusSend(send, sendCount, type, sendPeer, comm_, stream_);
+  if (r == chorusSuccess && recvPeer >= 0)
+    r = chorusRecv(recv, recvCount, type, recvPeer, comm_, stream_);
+  chorusResult_t end = chorusGroupEnd();
+  check(r, what);
+  check(end, what);
   wait();
 }
 

@@ -22,6 +22,9 @@ class Comm {
   /// Slurm) through chorusCommInitFromEnv, else alone.
   Comm();
   ~Comm();
+  /// A sub-communicator of `parent` (chorusCommSplit, collective over parent): the ranks
+  /// with the same color, ordered by key. For the hybrid layout's DP, PP and TP groups.
+  Comm(Comm& parent, int color, int key, const char* how);
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
@@ -41,6 +44,12 @@ class Comm {
   void broadcast(void* buf, size_t count, chorusDataType_t type, int root);
   void allGather(const void* send, void* recv, size_t countPerRank, chorusDataType_t type);
   void barrier();
+  /// Point to point, one group: sends `sendCount` elements to `sendPeer` and receives
+  /// `recvCount` from `recvPeer` (either peer may be -1: none), then waits. Pipeline stages
+  /// pair these calls so that a send and a receive between two stages never wait on each
+  /// other. `what` names the transfer in errors.
+  void sendRecv(const void* send, size_t sendCount, int sendPeer, void* recv, size_t recvCount,
+                int recvPeer, chorusDataType_t type, const char* what);
 
   /// --elastic (defined in trainer/elastic.cc): after a collective failed, agrees with the
   /// other survivors on the lost ranks and shrinks the communicator to the survivors (rank

@@ -9,6 +9,20 @@ namespace trainer {
 
 EvalResult evaluate(torch::nn::Sequential& model, const torch::Tensor& images,
                     const torch::Tensor& labels, Comm& comm) {
+  model->eval();
+  EvalResult r;
+  try {
+    r = evaluate([&](const torch::Tensor& x) { return model->forward(x); }, images, labels, comm);
+  } catch (...) {
+    model->train();
+    throw;
+  }
+  model->train();
+  return r;
+}
+
+EvalResult evaluate(const std::function<torch::Tensor(const torch::Tensor&)>& logits,
+                    const torch::Tensor& images, const torch::Tensor& labels, Comm& comm) {
   constexpr int64_t kEvalBatch = 500;
   const int64_t n = images.size(0);
   const int world = comm.size();
@@ -19,14 +33,12 @@ EvalResult evaluate(torch::nn::Sequential& model, const torch::Tensor& images,
   std::vector<int32_t> predictions(static_cast<size_t>(perRank));
   {
     torch::NoGradGuard noGrad;
-    model->eval();
     for (int64_t at = 0; at < perRank; at += kEvalBatch) {
       int64_t len = std::min(kEvalBatch, perRank - at);
       torch::Tensor idx = torch::from_blob(mine.data() + at, {len}, torch::kLong);
-      torch::Tensor pred = model->forward(images.index_select(0, idx)).argmax(1).to(torch::kInt);
+      torch::Tensor pred = logits(images.index_select(0, idx)).argmax(1).to(torch::kInt);
       std::memcpy(predictions.data() + at, pred.data_ptr<int32_t>(), size_t(len) * 4);
     }
-    model->train();
   }
   std::vector<int32_t> all(size_t(perRank) * size_t(world));
   comm.allGather(predictions.data(), all.data(), size_t(perRank), chorusInt32);

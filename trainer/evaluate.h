@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "trainer/comm.h"
 
 namespace trainer {
@@ -18,5 +20,12 @@ struct EvalResult {
 /// `images` [N,1,28,28], `labels` [N] (int64), the same on every rank.
 EvalResult evaluate(torch::nn::Sequential& model, const torch::Tensor& images,
                     const torch::Tensor& labels, Comm& comm);
+
+/// The same with any forward: `logits` maps a batch of images to its logits (for a
+/// pipeline or tensor-parallel model, a collective call over the replica's ranks, all of
+/// which pass the same batch). `comm` is the data-parallel group: each replica predicts its
+/// shard of the test set.
+EvalResult evaluate(const std::function<torch::Tensor(const torch::Tensor&)>& logits,
+                    const torch::Tensor& images, const torch::Tensor& labels, Comm& comm);
 
 }  // namespace trainer

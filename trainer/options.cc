@@ -37,6 +37,14 @@ const char kUsage[] =
     "  --trace-steps N        steps to trace (default 20)\n"
     "  --no-progress          no progress bar\n"
     "  --elastic              when a rank dies, go on with the survivors (docs/TRAINER.md)\n"
+    "  --pipeline-stages S    split the model's layers into S pipeline stages (default 1)\n"
+    "  --micro-batches M      pipeline micro-batches per step; must divide --batch (default 1)\n"
+    "  --schedule gpipe|1f1b  pipeline schedule (default 1f1b)\n"
+    "  --split params|time    balance the stages by parameter count (default) or by forward +\n"
+    "                         backward time measured on rank 0 at start\n"
+    "  --tensor-parallel T    split the MLP's / CNN classifier's linear layers over T ranks\n"
+    "                         (default 1); data-parallel replicas = ranks / (S x T), and with\n"
+    "                         S or T > 1, --batch is per replica (split into M micro-batches)\n"
     "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
 
 int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
@@ -127,9 +135,28 @@ bool parseOptions(int argc, char** argv, Options* o) {
       o->progress = false;
     else if (a == "--elastic")
       o->elastic = true;
-    else
+    // Model and pipeline parallelism.
+    else if (a == "--pipeline-stages")
+      o->pipelineStages = int(toInt(a, value(), 1, 1024));
+    else if (a == "--micro-batches")
+      o->microBatches = toInt(a, value(), 1, 1 << 20);
+    else if (a == "--schedule") {
+      o->schedule = value();
+      if (o->schedule != "gpipe" && o->schedule != "1f1b")
+        throw std::invalid_argument("--schedule: expected gpipe or 1f1b, got '" + o->schedule +
+                                    "'");
+    } else if (a == "--tensor-parallel")
+      o->tensorParallel = int(toInt(a, value(), 1, 1024));
+    else if (a == "--split") {
+      o->split = value();
+      if (o->split != "params" && o->split != "time")
+        throw std::invalid_argument("--split: expected params or time, got '" + o->split + "'");
+    } else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
+  if (o->batch % o->microBatches != 0)
+    throw std::invalid_argument("--micro-batches " + std::to_string(o->microBatches) +
+                                " does not divide --batch " + std::to_string(o->batch));
   return true;
 }
 

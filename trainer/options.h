@@ -34,6 +34,13 @@ struct Options {
   int64_t traceSteps = 20;  // optimizer steps recorded in the trace
   bool progress = true;
   bool elastic = false;  // keep training on the survivors when a rank dies (elastic.h)
+  // Model and pipeline parallelism (docs/TRAINER.md, "Pipeline, tensor and hybrid
+  // parallel"). world = data-parallel replicas x pipelineStages x tensorParallel.
+  int pipelineStages = 1;
+  int64_t microBatches = 1;       // per optimizer step (and per --accum round); divides --batch
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+  int tensorParallel = 1;
+  std::string split = "params";  // stage split balances: params | time (measured)
 };
 
 /// Parses argv. Throws std::invalid_argument with a message naming the bad flag.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace trainer {
@@ -21,8 +22,13 @@ void ProgressBar::update(int64_t done, double loss) {
   char bar[kWidth + 1];
   for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '#' : '.';
   bar[kWidth] = 0;
-  std::fprintf(stderr, "\r%s [%s] %lld/%lld loss %.4f", label_.c_str(), bar, (long long)done,
-               (long long)total_, loss);
+  // NaN: no loss known here (rank 0 is a pipeline's first stage; the last computes it).
+  if (std::isnan(loss))
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld", label_.c_str(), bar, (long long)done,
+                 (long long)total_);
+  else
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld loss %.4f", label_.c_str(), bar, (long long)done,
+                 (long long)total_, loss);
   std::fflush(stderr);
 }
 

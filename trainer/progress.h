@@ -14,6 +14,8 @@ class ProgressBar {
  public:
   /// `enabled` is further restricted to stderr being a terminal.
   ProgressBar(bool enabled, int64_t total, std::string label);
+  /// `loss`: the running mean so far, or NaN where this rank does not know it (shown as
+  /// steps only).
   void update(int64_t done, double loss);
   /// Clears the line so that the epoch summary starts on a clean line.
   void finish();

@@ -6,10 +6,13 @@
 namespace trainer {
 
 TraceWriter::TraceWriter(bool enabled, int rank)
-    : enabled_(enabled), rank_(rank), origin_(std::chrono::steady_clock::now()) {}
+    : enabled_(enabled), rank_(rank), label_("rank " + std::to_string(rank)) {}
 
+// The monotonic clock is one clock for all processes of a host, so the per-rank files of a
+// job line up when merged into one trace (tests/trainer/pipeline_trace.py).
 double TraceWriter::nowUs() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -28,12 +31,14 @@ void TraceWriter::write(const std::string& path) const {
   // Lane names, so the viewer shows "main" and "chorus stream" instead of numbers.
   std::fprintf(
       f,
-      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},\n"
       "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"main "
       "(compute)\"}},\n"
       "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"chorus "
-      "stream (all-reduce)\"}}",
-      rank_, rank_, rank_, rank_);
+      "stream (all-reduce)\"}},\n"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":2,\"args\":{\"name\":"
+      "\"pipeline send/recv\"}}",
+      rank_, label_.c_str(), rank_, rank_, rank_);
   for (const Event& e : events_) {
     // Names are ours (no quotes or backslashes), so no escaping is needed.
     std::fprintf(f,

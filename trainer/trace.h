@@ -2,8 +2,8 @@
 //
 // Spans ("X" events) for forward, backward, waits and every bucket all-reduce, so that one
 // can see the all-reduce of early buckets running while backward is still busy. Times are
-// microseconds from the writer's creation; pid is the rank, tid names the lane (main thread
-// or communication stream).
+// microseconds on the host's monotonic clock (the same in every process); pid is the rank, tid
+// names the lane (main thread communication stream, or pipeline send/recv).
 #pragma once
 
 #include <chrono>
@@ -16,11 +16,13 @@ namespace trainer {
 
 class TraceWriter {
  public:
-  enum Lane { kMainLane = 0, kCommLane = 1 };
+  enum Lane { kMainLane = 0, kCommLane = 1, kP2pLane = 2 };
 
   TraceWriter(bool enabled, int rank);
   bool enabled() const { return enabled_; }
-  /// Microseconds since creation (the trace's time base).
+  /// The process name shown for this rank (default "rank R"), e.g. with its pipeline stage.
+  void setLabel(const std::string& label) { label_ = label; }
+  /// Microseconds on the host's monotonic clock (the trace's time base).
   double nowUs() const;
   /// A finished span from startUs to endUs; `args` is a JSON object body or "".
   void span(const std::string& name, Lane lane, double startUs, double endUs,
@@ -37,7 +39,7 @@ class TraceWriter {
   };
   bool enabled_;
   int rank_;
-  std::chrono::steady_clock::time_point origin_;
+  std::string label_;
   mutable std::mutex mutex_;
   std::vector<Event> events_;
 };

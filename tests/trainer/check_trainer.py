@@ -4,9 +4,12 @@ Fashion-MNIST, assertions against an independent reference run.
 
 usage: check_trainer.py CHORUSRUN CHORUS_TRAIN CASE
 cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, trace_overlap,
-                       bad_input, mpirun
+                       bad_input, mpirun, pipeline_mlp, pipeline_cnn, tensor_parallel, hybrid,
+                       layout_errors, layout_features
       (suite multinode): cluster
-      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp
+      (suite multinode): cluster_pipeline
+      (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp,
+                            accuracy_layouts_mlp, accuracy_layouts_cnn
 Exit 0 pass, 1 fail, 77 skipped (no dataset).
 """
 import json
@@ -114,14 +117,14 @@ def case_equiv_cnn_syncbn_full(chorusrun, trainer, tmp):
     equivalence(chorusrun, trainer, tmp, ["--model", "cnn", "--sync-bn"], [2, 4])
 
 
-def accuracy_run(chorusrun, trainer, model, minimum):
-    """Acceptance: 2 ranks, 3 epochs, whole data set; final test accuracy >= minimum."""
-    out = run(chorusrun, trainer, 2, ["--model", model, "--epochs", "3", "--no-progress"],
-              timeout=1800)
+def accuracy_run(chorusrun, trainer, model, minimum, np_=2, epochs=3, extra=()):
+    """Acceptance: np_ ranks, `epochs` epochs, whole data set; final test accuracy >= minimum."""
+    out = run(chorusrun, trainer, np_, ["--model", model, "--epochs", str(epochs),
+                                        "--no-progress"] + list(extra), timeout=1800)
     print(out)
-    last = [l for l in out.splitlines() if l.startswith("epoch 3/3")]
+    last = [l for l in out.splitlines() if l.startswith(f"epoch {epochs}/{epochs}")]
     if len(last) != 1:
-        raise Failure("no epoch 3 line")
+        raise Failure(f"no epoch {epochs} line")
     acc = float(last[0].split("test-acc")[1].split("%")[0])
     if acc < minimum:
         raise Failure(f"{model}: test accuracy {acc}% < {minimum}%")
@@ -240,6 +243,32 @@ def case_elastic_mlp(chorusrun, trainer, tmp):
     print(f"test accuracy: uninterrupted 4 ranks {ref_acc:.2f}%, rank 3 killed {acc:.2f}%")
     if abs(acc - ref_acc) > 1.0:
         raise Failure(f"test accuracy {acc:.2f}% is more than 1 point from {ref_acc:.2f}%")
+
+
+# Layouts for the accuracy runs: (ranks, flags).
+ACCURACY_LAYOUTS = {
+    "pipeline": (2, ["--pipeline-stages", "2", "--micro-batches", "4", "--batch", "128"]),
+    "tensor": (2, ["--tensor-parallel", "2", "--batch", "128"]),
+    "dp2_pp2": (4, ["--pipeline-stages", "2", "--micro-batches", "2"]),
+    "dp2_tp2": (4, ["--tensor-parallel", "2"]),
+    "pp2_tp2": (4, ["--pipeline-stages", "2", "--tensor-parallel", "2", "--micro-batches", "4",
+                    "--batch", "128"]),
+}
+
+
+def case_accuracy_layouts_mlp(chorusrun, trainer, tmp):
+    """Every layout: the MLP reaches >= 80 % after one epoch (global batch 128)."""
+    for name, (np_, args) in ACCURACY_LAYOUTS.items():
+        print(f"--- {name}")
+        accuracy_run(chorusrun, trainer, "mlp", 80.0, np_=np_, epochs=1, extra=args)
+
+
+def case_accuracy_layouts_cnn(chorusrun, trainer, tmp):
+    """Pipeline and hybrid pipeline layouts: the CNN reaches >= 88 % after 3 epochs."""
+    for name in ("pipeline", "dp2_pp2"):
+        np_, args = ACCURACY_LAYOUTS[name]
+        print(f"--- {name}")
+        accuracy_run(chorusrun, trainer, "cnn", 88.0, np_=np_, extra=args)
 
 
 def case_accum(chorusrun, trainer, tmp):
@@ -363,7 +392,7 @@ def case_mpirun(chorusrun, trainer, tmp):
     expect_close(out, ref, "mpirun vs chorusrun")
 
 
-def case_cluster(chorusrun, trainer, tmp):
+def case_cluster(chorusrun, trainer, tmp, extra=()):
     """2 namespaced hosts (tools/cluster, tcp between them): same result as one host."""
     cluster = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools",
                            "cluster")
@@ -375,15 +404,24 @@ def case_cluster(chorusrun, trainer, tmp):
     agent = f"{os.path.abspath(cluster)} agent"
     inner = [cluster, "exec", "--name", name, "0", "--", os.path.abspath(chorusrun), "-H",
              f"{name}-h0:1,{name}-h1:1", "--launch-agent", agent, "-x", "CHORUS_DEBUG=INFO",
-             "-x", "CHORUS_DEBUG_SUBSYS=INIT", os.path.abspath(trainer)] + LAUNCH_ARGS + [
-             "--dump-params", out]
+             "-x", "CHORUS_DEBUG_SUBSYS=INIT", os.path.abspath(trainer)] + LAUNCH_ARGS + list(
+             extra) + ["--dump-params", out]
     p = subprocess.run([cluster, "-q", "run", "--name", name, "--hosts", "2", "--"] + inner,
                        capture_output=True, text=True, timeout=280)
     if p.returncode != 0:
         raise Failure(f"cluster run exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     if "via tcp (other host)" not in p.stdout + p.stderr:
         raise Failure("the ranks did not talk over tcp between hosts:\n" + p.stderr[-2000:])
-    expect_close(out, ref, "2 namespaced hosts vs one host")
+    expect_close(out, ref, "2 namespaced hosts vs one host" + (" " + " ".join(extra)
+                                                              if extra else ""),
+                 rtol=EXACT if extra else RTOL)
+
+
+def case_cluster_pipeline(chorusrun, trainer, tmp):
+    """Pipeline of 2 stages on 2 namespaced hosts, one stage each (activations and gradients
+    over tcp between the hosts): the same parameters as data parallel on one host."""
+    case_cluster(chorusrun, trainer, tmp, ["--pipeline-stages", "2", "--micro-batches", "4",
+                                           "--batch", "128"])
 
 
 def case_bad_input(chorusrun, trainer, tmp):
@@ -408,6 +446,239 @@ def case_bad_input(chorusrun, trainer, tmp):
     if p.returncode == 0 or "cannot load checkpoint" not in p.stderr:
         raise Failure(f"missing checkpoint: exit {p.returncode}, stderr {p.stderr!r}")
     print("bad flag, missing data, garbage data, missing checkpoint: clear errors")
+
+
+# --- Pipeline, tensor and hybrid parallel (docs/TRAINER.md). Every layout must train exactly
+# what one rank trains with the same global batch: the final parameters (gathered from the
+# stages and shards into the single-rank model's names) agree to EXACT in float64 after 50
+# steps. With batch norm (the CNN), statistics are per micro-batch, so a pipeline with M
+# micro-batches matches one rank with batch 64/M and --accum M.
+EXACT = 1e-12
+
+
+def dump_run(chorusrun, trainer, tmp, tag, np_, args):
+    out = os.path.join(tmp, tag + ".%d")
+    run(chorusrun, trainer, np_, COMMON + args + ["--dump-params", out.replace("%d", "%r")])
+    expect_ranks_identical(out, np_)  # the gathered model is the same on every rank
+    return out
+
+
+def expect_equal(a, ref, what):
+    counters, _ = read_dump(a % 0)
+    if counters["optimizer_steps"] != 50:
+        raise Failure(f"{what}: {counters['optimizer_steps']} steps, not 50")
+    return expect_close(a % 0, ref % 0, what, rtol=EXACT)
+
+
+def expect_differ(a, ref, what):
+    # Batch counters differ trivially between some layouts; the learned values must differ.
+    diff, _ = worst_relative_difference(a % 0, ref % 0, skip_buffers=True)
+    print(f"control ({what}): relative difference {diff:.3g}")
+    if diff <= EXACT:
+        raise Failure(f"control ({what}) compared equal: the test is blind")
+
+
+def expect_peak(out, np_, stages, micro, gpipe):
+    """Activations held at once: M on every stage with GPipe, min(S - s, M) with 1F1B."""
+    for r in range(np_):
+        c, _ = read_dump(out % r)
+        s = c["stage"]
+        want = micro if gpipe else min(stages - s, micro)
+        if c["peak_in_flight"] != want:
+            raise Failure(f"rank {r} (stage {s}): {c['peak_in_flight']} micro-batches in flight, "
+                          f"expected {want}")
+
+
+def pipeline_cases(chorusrun, trainer, tmp, model_args, stages, ref_for):
+    for schedule in ("gpipe", "1f1b"):
+        for micro in (1, 2, 4):
+            tag = f"s{stages}_{schedule}_m{micro}"
+            out = dump_run(chorusrun, trainer, tmp, tag, stages, model_args + [
+                "--batch", "64", "--pipeline-stages", str(stages), "--micro-batches", str(micro),
+                "--schedule", schedule])
+            expect_equal(out, ref_for(micro), f"{stages} stages, {schedule}, {micro} micro-batches")
+            expect_peak(out, stages, stages, micro, schedule == "gpipe")
+
+
+def case_pipeline_mlp(chorusrun, trainer, tmp):
+    """MLP in 2 stages, both schedules, M = 1, 2, 4 == 1 rank x batch 64."""
+    mlp = ["--model", "mlp"]
+    ref = dump_run(chorusrun, trainer, tmp, "ref", 1, mlp + ["--batch", "64"])
+    pipeline_cases(chorusrun, trainer, tmp, mlp, 2, lambda micro: ref)
+    wrong = dump_run(chorusrun, trainer, tmp, "wrong", 2, mlp + [
+        "--batch", "32", "--pipeline-stages", "2", "--micro-batches", "2"])
+    expect_differ(wrong, ref, "2 stages with global batch 32 vs 64")
+
+
+def case_pipeline_cnn(chorusrun, trainer, tmp):
+    """Narrow CNN (6 layers) in 4 stages, both schedules, M = 1, 2, 4 == 1 rank x batch
+    64/M x accum M (batch norm over each micro-batch)."""
+    cnn = ["--model", "cnn", "--width", "8"]
+    refs = {m: dump_run(chorusrun, trainer, tmp, f"ref{m}", 1, cnn + [
+        "--batch", str(64 // m), "--accum", str(m)]) for m in (1, 2, 4)}
+    pipeline_cases(chorusrun, trainer, tmp, cnn, 4, lambda micro: refs[micro])
+    # Control: 2 micro-batches normalize over 32 samples each, not 64.
+    expect_differ(os.path.join(tmp, "s4_1f1b_m2.%d"), refs[1],
+                  "4 stages x 2 micro-batches vs one batch of 64")
+
+
+def case_tensor_parallel(chorusrun, trainer, tmp):
+    """Megatron column/row split: MLP over 2 and 4 ranks, the CNN's classifier over 2."""
+    mlp = ["--model", "mlp", "--batch", "64"]
+    ref = dump_run(chorusrun, trainer, tmp, "ref", 1, mlp)
+    for t in (2, 4):
+        out = dump_run(chorusrun, trainer, tmp, f"tp{t}", t, mlp + ["--tensor-parallel", str(t)])
+        expect_equal(out, ref, f"tensor parallel {t}")
+    cnn = ["--model", "cnn", "--width", "8", "--batch", "64"]
+    cref = dump_run(chorusrun, trainer, tmp, "cref", 1, cnn)
+    out = dump_run(chorusrun, trainer, tmp, "ctp2", 2, cnn + ["--tensor-parallel", "2"])
+    expect_equal(out, cref, "CNN classifier, tensor parallel 2")
+    wrong = dump_run(chorusrun, trainer, tmp, "wrong", 2, ["--model", "mlp", "--batch", "32",
+                                                           "--tensor-parallel", "2"])
+    expect_differ(wrong, ref, "tensor parallel 2 with global batch 32 vs 64")
+
+
+def case_hybrid(chorusrun, trainer, tmp):
+    """4 ranks: DP 2 x PP 2, DP 2 x TP 2, PP 2 x TP 2 (MLP) == 1 rank x batch 64; DP 2 x PP 2
+    on the CNN with sync batch norm over the DP group == 1 rank x batch 32 x accum 2; the
+    CNN without sync-bn in DP 2 x PP 2 x 4 micro-batches trains."""
+    mlp = ["--model", "mlp"]
+    ref = dump_run(chorusrun, trainer, tmp, "ref", 1, mlp + ["--batch", "64"])
+    layouts = {
+        "dp2_pp2": ["--batch", "32", "--pipeline-stages", "2", "--micro-batches", "2"],
+        "dp2_tp2": ["--batch", "32", "--tensor-parallel", "2"],
+        "pp2_tp2": ["--batch", "64", "--pipeline-stages", "2", "--tensor-parallel", "2",
+                    "--micro-batches", "4", "--schedule", "gpipe"],
+    }
+    for tag, args in layouts.items():
+        out = dump_run(chorusrun, trainer, tmp, tag, 4, mlp + args)
+        expect_equal(out, ref, tag.replace("_", " x ").replace("dp", "DP ").replace(
+            "pp", "PP ").replace("tp", "TP "))
+    cnn = ["--model", "cnn", "--width", "8", "--sync-bn"]
+    cref = dump_run(chorusrun, trainer, tmp, "cref", 1, cnn + ["--batch", "32", "--accum", "2"])
+    # --split time: whatever split rank 0's measurement picks, the result is the same.
+    out = dump_run(chorusrun, trainer, tmp, "cnn_dp2_pp2", 4, cnn + [
+        "--batch", "32", "--pipeline-stages", "2", "--micro-batches", "2", "--split", "time"])
+    expect_equal(out, cref, "CNN, sync-bn, DP 2 x PP 2 x 2 micro-batches, split by time")
+    # Without sync-bn the replicas' batch norm statistics are broadcast from replica 0 once
+    # per round (not per micro-batch, which would modify tensors that pending backwards
+    # still need); per-replica batch norm is not the single-rank computation, so this
+    # only checks that it trains its 50 steps.
+    local = dump_run(chorusrun, trainer, tmp, "cnn_localbn", 4, [
+        "--model", "cnn", "--width", "8", "--batch", "32", "--pipeline-stages", "2",
+        "--micro-batches", "4"])
+    c, _ = read_dump(local % 0)
+    if c["optimizer_steps"] != 50:
+        raise Failure(f"DP 2 x PP 2 without sync-bn: {c['optimizer_steps']} steps")
+    wrong = dump_run(chorusrun, trainer, tmp, "wrong", 4, mlp + [
+        "--batch", "16", "--pipeline-stages", "2", "--micro-batches", "2"])
+    expect_differ(wrong, ref, "DP 2 x PP 2 with global batch 32 vs 64")
+
+
+def expect_error_everywhere(chorusrun, trainer, np_, args, message):
+    """The job fails and every rank says `message` (ranks ignore chorusrun's SIGTERM, so a
+    slower rank is not stopped before it can say it)."""
+    cmd = [chorusrun, "-np", str(np_), "--tag-output", "--timeout", "120", "sh", "-c",
+           "trap '' TERM; exec \"$0\" \"$@\"", trainer] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+    if p.returncode in (0, 124):
+        raise Failure(f"{' '.join(args)}: exit {p.returncode}\n{p.stdout}\n{p.stderr}")
+    for r in range(np_):
+        if not any(l.startswith(f"[{r}]") and message in l for l in p.stderr.splitlines()):
+            raise Failure(f"{' '.join(args)}: rank {r} did not say {message!r}:\n{p.stderr}")
+    print(f"np {np_} {' '.join(args)}: every rank: {message}")
+
+
+def case_layout_errors(chorusrun, trainer, tmp):
+    base = ["--train-limit", "640", "--no-progress", "--epochs", "1"]
+    expect_error_everywhere(chorusrun, trainer, 3, base + ["--pipeline-stages", "2"],
+                            "does not divide the world size 3")
+    expect_error_everywhere(chorusrun, trainer, 4, base + ["--tensor-parallel", "2",
+                                                           "--pipeline-stages", "3"],
+                            "does not divide the world size 4")
+    expect_error_everywhere(chorusrun, trainer, 4, base + ["--model", "mlp",
+                                                           "--pipeline-stages", "4"],
+                            "4 pipeline stages but the model has only 3 layers")
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--micro-batches", "3"],
+                            "--micro-batches 3 does not divide --batch 64")
+    expect_error_everywhere(chorusrun, trainer, 3, base + ["--model", "mlp",
+                                                           "--tensor-parallel", "3"],
+                            "--tensor-parallel 3 does not divide the 256 outputs")
+    ckpt = os.path.join(tmp, "pp2.pt")
+    run(chorusrun, trainer, 2, base + ["--model", "mlp", "--no-eval", "--pipeline-stages", "2",
+                                       "--checkpoint", ckpt])
+    expect_error_everywhere(chorusrun, trainer, 2, base + [
+        "--model", "mlp", "--no-eval", "--epochs", "2", "--tensor-parallel", "2", "--resume",
+        ckpt], "was saved with --pipeline-stages 2 --tensor-parallel 1; this run has 1 and 2")
+    expect_error_everywhere(chorusrun, trainer, 2, base + [
+        "--model", "mlp", "--no-eval", "--epochs", "2", "--resume", ckpt],
+        "was saved with --pipeline-stages 2 --tensor-parallel 1; this run has 1 and 1")
+
+
+def case_layout_features(chorusrun, trainer, tmp):
+    """The trainer's features in a PP 2 x TP 2 layout: --accum, evaluation, checkpoint and
+    --resume per shard, trace spans per stage."""
+    mlp = ["--model", "mlp"]
+    # --accum: 2 rounds of 2 micro-batches of 16 == one batch of 64.
+    ref = dump_run(chorusrun, trainer, tmp, "ref", 1, mlp + ["--batch", "64"])
+    out = dump_run(chorusrun, trainer, tmp, "accum", 4, mlp + [
+        "--batch", "32", "--accum", "2", "--micro-batches", "2", "--pipeline-stages", "2",
+        "--tensor-parallel", "2"])
+    expect_equal(out, ref, "PP 2 x TP 2, batch 32 x accum 2 in 2 micro-batches")
+    c, _ = read_dump(out % 0)
+    if c["micro_steps"] != 4 * 50:
+        raise Failure(f"{c['micro_steps']} micro-steps for 50 steps of 2 x 2")
+
+    # Evaluation through the pipeline: the same test accuracy as one rank (float64, equal
+    # models), on 1001 test samples.
+    args = ["--model", "mlp", "--train-limit", "640", "--test-limit", "1001", "--epochs", "2",
+            "--no-progress", "--seed", "3", "--double", "--batch", "32"]
+    one = run(chorusrun, trainer, 1, args)
+    hyb = run(chorusrun, trainer, 4, args + ["--pipeline-stages", "2", "--tensor-parallel", "2",
+                                             "--micro-batches", "2"])
+    acc = lambda out: [l.split("test-acc")[1].split()[0] for l in out.splitlines()
+                       if l.startswith("epoch ")]
+    print(f"test-acc per epoch: 1 rank {acc(one)}, PP 2 x TP 2 {acc(hyb)}")
+    if len(acc(one)) != 2 or acc(one) != acc(hyb):
+        raise Failure(f"evaluation differs:\n{one}\n{hyb}")
+
+    # Checkpoint after epoch 1 and resume == 2 epochs in one go (4 shard files).
+    whole = os.path.join(tmp, "whole.%d")
+    resumed = os.path.join(tmp, "resumed.%d")
+    ckpt = os.path.join(tmp, "ckpt.pt")
+    lay = ["--pipeline-stages", "2", "--tensor-parallel", "2", "--micro-batches", "2", "--no-eval"]
+    run(chorusrun, trainer, 4, args + lay + ["--dump-params", whole.replace("%d", "%r")])
+    run(chorusrun, trainer, 4, args + lay + ["--epochs", "1", "--checkpoint", ckpt])
+    for shard in ("", ".stage0.tp1", ".stage1.tp0", ".stage1.tp1"):
+        if not os.path.exists(ckpt + shard) or os.path.exists(ckpt + shard + ".tmp"):
+            raise Failure(f"checkpoint shard {ckpt + shard} missing (or its .tmp left)")
+    out = run(chorusrun, trainer, 4, args + lay + ["--resume", ckpt, "--dump-params",
+                                                   resumed.replace("%d", "%r")])
+    if "resumed from" not in out:
+        raise Failure("the resumed run did not say it resumed:\n" + out)
+    expect_close(resumed % 0, whole % 0, "resumed at epoch 1 vs uninterrupted", rtol=0.0)
+
+    # Trace: every rank names its stage; 1F1B's spans per micro-batch; sends and receives on
+    # the pipeline lane.
+    trace = os.path.join(tmp, "trace.%d.json")
+    run(chorusrun, trainer, 4, ["--train-limit", "640", "--max-steps", "3",
+                                "--no-eval", "--no-progress", "--pipeline-stages", "4",
+                                "--model", "cnn", "--width", "4", "--micro-batches", "4",
+                                "--trace", trace.replace("%d", "%r")])
+    for r in range(4):
+        events = json.load(open(trace % r))["traceEvents"]
+        label = [e for e in events if e.get("name") == "process_name"][0]["args"]["name"]
+        if f"stage {r}" not in label:
+            raise Failure(f"rank {r}: process label {label!r} does not name stage {r}")
+        for kind in ("forward", "backward"):
+            micro = sorted(e["args"]["micro"] for e in events if e.get("name") == kind)
+            if micro != sorted(list(range(4)) * 3):
+                raise Failure(f"rank {r}: {kind} spans for micro-batches {micro}")
+        p2p = [e for e in events if e.get("tid") == 2 and e.get("ph") == "X"]
+        if not p2p:
+            raise Failure(f"rank {r}: no send/recv spans")
+    print("trace: 4 stages, 4 micro-batches x 3 steps of forward and backward each, "
+          "send/recv spans on every rank")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

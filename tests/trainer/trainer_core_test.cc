@@ -1,5 +1,5 @@
 // Unit tests of the trainer's torch-free pieces: the distributed sampler, the bucket plan,
-// the IDX reader and the option parser.
+// the IDX reader, the option parser and the parallel layout.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -12,6 +12,7 @@
 
 #include "trainer/bucket_plan.h"
 #include "trainer/idx.h"
+#include "trainer/layout.h"
 #include "trainer/options.h"
 #include "trainer/sampler.h"
 
@@ -123,6 +124,53 @@ TEST(Options, ParsesAndRejects) {
                  std::invalid_argument)
         << bad[1];
   }
+}
+
+TEST(Options, ParsesTheParallelLayout) {
+  Options o;
+  const char* ok[] = {"x",     "--pipeline-stages", "4", "--micro-batches", "8", "--schedule",
+                      "gpipe", "--tensor-parallel", "2"};
+  ASSERT_TRUE(parseOptions(9, const_cast<char**>(ok), &o));
+  EXPECT_EQ(o.pipelineStages, 4);
+  EXPECT_EQ(o.microBatches, 8);
+  EXPECT_EQ(o.schedule, "gpipe");
+  EXPECT_EQ(o.tensorParallel, 2);
+  for (auto bad : std::vector<std::vector<const char*>>{{"x", "--schedule", "zigzag"},
+                                                        {"x", "--pipeline-stages", "0"},
+                                                        {"x", "--micro-batches", "3"},
+                                                        {"x", "--tensor-parallel", "-1"}}) {
+    Options p;
+    EXPECT_THROW(parseOptions(int(bad.size()), const_cast<char**>(bad.data()), &p),
+                 std::invalid_argument)
+        << bad[1];
+  }
+}
+
+TEST(Layout, CoordinatesCoverEveryCombinationOnce) {
+  const int pp = 2, tp = 3, world = 12;
+  std::set<std::vector<int>> seen;
+  for (int r = 0; r < world; ++r) {
+    Layout l = makeLayout(world, r, pp, tp);
+    EXPECT_EQ(l.dp, 2);
+    EXPECT_EQ((l.dpRank * pp + l.stage) * tp + l.tpRank, r);
+    seen.insert({l.dpRank, l.stage, l.tpRank});
+  }
+  EXPECT_EQ(seen.size(), size_t(world));
+  EXPECT_TRUE(makeLayout(4, 0, 1, 1).pureDataParallel());
+  EXPECT_THROW(makeLayout(6, 0, 4, 1), std::invalid_argument);
+  EXPECT_THROW(makeLayout(4, 0, 2, 3), std::invalid_argument);
+}
+
+TEST(Layout, SplitStagesMinimizesTheLargestStage) {
+  // The MLP's layers by parameter count: 784x256+256, 256x128+128, 128x10+10.
+  EXPECT_EQ(splitStages({200960, 32896, 1290}, 2), (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(splitStages({200960, 32896, 1290}, 3), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(splitStages({1, 1, 1, 1}, 2), (std::vector<size_t>{0, 2, 4}));
+  EXPECT_EQ(splitStages({5, 1, 1, 1, 1, 1}, 2), (std::vector<size_t>{0, 1, 6}));
+  EXPECT_EQ(splitStages({7}, 1), (std::vector<size_t>{0, 1}));
+  // Every stage gets a layer even when that is not cheapest.
+  EXPECT_EQ(splitStages({0, 0, 100}, 3), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_THROW(splitStages({1, 2, 3}, 4), std::invalid_argument);
 }
 
 }  // namespace
