@@ -74,7 +74,7 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
   }
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
   if (bytes) std::memcpy(buf, data, bytes);
-  llFlag(buf, bytes)->store(seq, std::memory_order_release);
+  llFlag(buf, bytes)->store(llFlagValue(seq), std::memory_order_release);
   ringDoorbell(v_.remoteBell);
   return chorusSuccess;
 }
@@ -117,9 +117,10 @@ chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCt
   const uint64_t seq = llSeq_ + 1;
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
   std::atomic<uint64_t>* flag = llFlag(buf, bytes);
-  if (flag->load(std::memory_order_acquire) != seq) {
+  const uint64_t want = llFlagValue(seq);
+  if (flag->load(std::memory_order_acquire) != want) {
     chorusResult_t r =
-        waitUntil([flag, seq] { return flag->load(std::memory_order_acquire) == seq; }, w,
+        waitUntil([flag, want] { return flag->load(std::memory_order_acquire) == want; }, w,
                   v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }

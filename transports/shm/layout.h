@@ -62,6 +62,15 @@ struct alignas(64) SegmentHeader {
 /// place. For messages up to 56 bytes data and flag share one cache line, so the reader's
 /// poll brings the data with it: one cache-line transfer per message.
 inline size_t llFlagOffset(size_t bytes) { return (bytes + 7) & ~static_cast<size_t>(7); }
+/// The flag word that says "message `seq` is here". Not `seq` itself: the flag's place
+/// depends on the message's size, so a reader expecting a short message polls a word that
+/// an earlier, longer message in the same buffer filled with data, and data that happens
+/// to equal the small number `seq` (a count, a handle, an earlier flag) would read as an
+/// arrival of stale bytes (seen: a single-copy "done" read from the previous descriptor).
+/// A scrambled 64-bit value does not turn up in such data.
+inline uint64_t llFlagValue(uint64_t seq) {
+  return (seq * 0x9E3779B97F4A7C15ull) ^ 0xC3A5C85C97CB3127ull;
+}
 
 /// Sizes of the pieces of one connection area, all derived from the same parameters on
 /// every rank.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/core/wait.h"
+#include "transports/shm/layout.h"
 #include "transports/shm/transport.h"
 #include "transports/transport.h"
 
@@ -150,6 +151,30 @@ TEST(ShmTransport, LowLatencySenderWaitsForTheReaderBeforeReusingABuffer) {
     ASSERT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(1'000'000'000)), chorusSuccess);
   // Every buffer holds an unread message: the next send must wait, not overwrite.
   EXPECT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(20'000'000)), chorusTimeout);
+}
+
+// A short LL message's flag sits where an earlier, longer message in the same buffer left
+// data. Data that holds the small numbers a flag used to be (sequence numbers, counts)
+// must not read as the arrival of the next message.
+TEST(ShmTransport, StaleDataOfALongerMessageIsNotTakenForAShortOnesFlag) {
+  Pair p(4096, 2);
+  std::vector<uint64_t> words(32);
+  std::vector<uint64_t> got(32);
+  // Fill the LL buffers with long messages whose every word is the sequence number of the
+  // next message to use the same buffer (kLlDepth later): what the old flag would be.
+  for (uint64_t seq = 1; seq <= 8; ++seq) {
+    for (uint64_t& w : words) w = seq + shm::kLlDepth;
+    ASSERT_EQ(p.send[0]->sendLL(words.data(), 256, waitFor(1'000'000'000)), chorusSuccess);
+    ASSERT_EQ(p.recv[1]->recvLL(got.data(), 256, waitFor(1'000'000'000)), chorusSuccess);
+    ASSERT_EQ(got, words);
+  }
+  // Nothing sent: a short message must not "arrive" from the stale words.
+  uint64_t one = 0;
+  EXPECT_EQ(p.recv[1]->recvLL(&one, 8, waitFor(20'000'000)), chorusTimeout);
+  const uint64_t v = 0xfeedULL;
+  ASSERT_EQ(p.send[0]->sendLL(&v, 8, waitFor(1'000'000'000)), chorusSuccess);
+  ASSERT_EQ(p.recv[1]->recvLL(&one, 8, waitFor(1'000'000'000)), chorusSuccess);
+  EXPECT_EQ(one, v);
 }
 
 TEST(ShmTransport, SegmentNamesAreGoneOnceConnected) {
