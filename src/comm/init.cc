@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <map>
 
 #include "src/comm/peer_exchange.h"
 #include "src/comm/comm.h"
@@ -64,15 +66,20 @@ void ownCpuMask(uint64_t (&mask)[16]) {
     if (CPU_ISSET(cpu, &set)) mask[cpu / 64] |= uint64_t{1} << (cpu % 64);
 }
 
-/// How many CPUs the ranks on `host` may use between them (the union of their masks).
-int hostCpus(const std::vector<PeerInfo>& peers, uint64_t host) {
-  uint64_t all[16] = {};
-  for (const PeerInfo& p : peers)
-    if (p.hostHash == host)
-      for (int i = 0; i < 16; ++i) all[i] |= p.cpuMask[i];
-  int n = 0;
-  for (uint64_t m : all) n += __builtin_popcountll(m);
-  return n;
+/// Sets each peer's ncpus to how many CPUs the ranks of its host may use between them (the
+/// union of their masks), in one pass over the table; a host whose masks are all empty
+/// keeps what its ranks reported.
+void setHostCpus(std::vector<PeerInfo>* peers) {
+  std::map<uint64_t, std::array<uint64_t, 16>> unions;
+  for (const PeerInfo& p : *peers) {
+    std::array<uint64_t, 16>& all = unions[p.hostHash];
+    for (int i = 0; i < 16; ++i) all[static_cast<size_t>(i)] |= p.cpuMask[i];
+  }
+  for (PeerInfo& p : *peers) {
+    int n = 0;
+    for (uint64_t m : unions[p.hostHash]) n += __builtin_popcountll(m);
+    if (n > 0) p.ncpus = n;
+  }
 }
 
 int usableCpus() {
@@ -240,10 +247,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   // Ranks bound one per core see one CPU each; what decides whether they crowd each other
   // is how many CPUs the host's ranks have between them. Every rank computes every host's
   // figure from the same table, so the cost model's inputs agree everywhere.
-  for (PeerInfo& p : comm->peers) {
-    const int n = hostCpus(comm->peers, p.hostHash);
-    if (n > 0) p.ncpus = n;
-  }
+  setHostCpus(&comm->peers);
   comm->ncpus = comm->peers[static_cast<size_t>(rank)].ncpus;
   comm->localRanks =
       static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(),

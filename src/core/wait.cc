@@ -85,7 +85,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
                         int watchPid, const Doorbell* peerBell) {
   const int64_t start = nowNs();
   const int64_t budget =
-      w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy().spinNs.load();
+      w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy::kDefaultSpinNs;
   const int64_t spinUntil = start + budget;
   int64_t nextPeerCheck = start + kPeerCheckNs;
   bool slept = false;
@@ -115,7 +115,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
       }
     }
     // A peer last seen waiting on this very CPU is queued behind us (or asleep): every poll
-    // keeps it off the core that would let it answer. Sleep now.
+    // keeps it off the core that would let it answer. Step to another CPU, or sleep now.
     const int cpuPlusOne = sched_getcpu() + 1;
     if (bell && bell->cpuPlusOne.load(std::memory_order_relaxed) != cpuPlusOne)
       bell->cpuPlusOne.store(cpuPlusOne, std::memory_order_relaxed);

@@ -41,17 +41,18 @@ namespace chorus {
 /// waiter's CPU, nor sleeps that ended by timeout.
 struct WaitPolicy {
   static constexpr int64_t kWakeFactor = 4;
-  std::atomic<int64_t> spinNs{20000};
+  static constexpr int64_t kDefaultSpinNs = 20000;  ///< also the budget of a wait without one
+  std::atomic<int64_t> spinNs{kDefaultSpinNs};
   int64_t minSpinNs = 2000;
   int64_t maxSpinNs = 200000;
-  bool adaptive = true;
+  bool adaptive = true;  ///< false: CHORUS_SPIN_NS fixed it, or ranks outnumber cores
   /// > 0: once the spin is over, yield for this long before sleeping (ranks crowd CPUs).
   int64_t yieldFirstNs = 0;
   /// Where the ranks do not crowd their CPUs: a waiter whose peer is queued on its CPU
   /// steps to another allowed CPU (at most every 100 ms) instead of sleeping for it.
   bool unstack = false;
   std::atomic<int64_t> lastUnstackNs{0};
-  std::atomic<uint64_t> unstacks{0};  ///< false: CHORUS_SPIN_NS fixed it, or ranks outnumber cores
+  std::atomic<uint64_t> unstacks{0};
   // Counts for CHORUS_DEBUG=INFO at destroy: waits that outlasted the inline polls, those
   // that slept, and those that slept because the peer was queued on the waiter's CPU.
   std::atomic<uint64_t> slowWaits{0};

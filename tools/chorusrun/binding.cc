@@ -68,18 +68,4 @@ std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* no
   return out;
 }
 
-std::string cpuListText(const cpu_set_t& set) {
-  std::string text;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    int last = cpu;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-    if (!text.empty()) text += ",";
-    text += std::to_string(cpu);
-    if (last > cpu) text += "-" + std::to_string(last);
-    cpu = last;
-  }
-  return text;
-}
-
 }  // namespace chorusrun

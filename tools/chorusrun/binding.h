@@ -28,7 +28,4 @@ bool parseBindMode(const std::string& text, BindMode* mode);
 std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* note,
                                    const std::string& sysRoot = "");
 
-/// "0-1" / "3,7": a set as cpulist text, for messages.
-std::string cpuListText(const cpu_set_t& set);
-
 }  // namespace chorusrun
