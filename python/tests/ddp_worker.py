@@ -1,5 +1,6 @@
 """One rank of the DDP check: the same model, data and seed trained for 100 steps with
 DistributedDataParallel on gloo and then on chorus; the parameters must agree to 1e-6."""
+import faulthandler
 import sys
 
 import torch
@@ -29,6 +30,9 @@ def train(group, rank):
 
 
 def main():
+    # If this rank is still here well before the runner gives up (180 s), print where every
+    # thread is, so a hang in CI says where it stopped.
+    faulthandler.dump_traceback_later(150, exit=False)
     rank, n, init = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
     chorus = dist.new_group(backend="chorus")

@@ -30,6 +30,13 @@ def run_ranks(script, n, init, tmp_path, extra=(), timeout=180):
     try:
         for p in procs:
             outs.append(p.communicate(timeout=timeout)[0])
+    except subprocess.TimeoutExpired:
+        # A hang: every rank's output (each dumped its Python stacks at its own deadline,
+        # see worker_watchdog) is what tells where it stopped.
+        for p in procs:
+            p.kill()
+        report = [f"rank {r}:\n{p.communicate()[0][-4000:]}" for r, p in enumerate(procs)]
+        pytest.fail(f"{script} np {n} {init}: a rank outlived {timeout} s\n" + "\n".join(report))
     finally:
         for p in procs:
             if p.poll() is None:
