@@ -87,6 +87,11 @@ bool CompletionQueue::runInline(const std::function<chorusResult_t()>& call, std
   return true;
 }
 
+std::string CompletionQueue::firstFailure() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stickyError_;
+}
+
 void CompletionQueue::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

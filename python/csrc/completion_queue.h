@@ -45,6 +45,8 @@ class CompletionQueue {
   /// of *error when Chorus refused the arguments (nothing ran, nothing is recorded).
   bool runInline(const std::function<chorusResult_t()>& call, std::string* error,
                  bool* argumentError);
+  /// The first failure recorded on this group, or "" while none is.
+  std::string firstFailure();
   /// Settles what is left, stops the thread; settle() is a no-op afterwards.
   void shutdown();
 

@@ -79,6 +79,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
     throw std::runtime_error(std::string("chorus ") + name + " failed on rank " +
                              std::to_string(rank_) + ": " + detail);
   };
+  // Once an operation of this group failed, the communicator is not trusted: a later one
+  // fails with that first error at once and is never issued (issuing it would run a
+  // collective the other ranks may never join, and wait out the timeout again).
+  if (!coalescing_) {
+    std::string first = queue_->firstFailure();
+    if (!first.empty()) {
+      auto work = c10::make_intrusive<ChorusWork>(
+          rank_, type, name, ++seq_, opTimeout(mode.timeout), std::move(outputs), std::move(finish),
+          std::move(keepAlive), queue_, sourceRank);
+      work->complete(first);
+      return work;
+    }
+  }
   // A per-operation timeout other than the group's is only honoured by Work::wait, so such
   // an operation takes the stream.
   if (mode.callerWaits && !coalescing_ &&

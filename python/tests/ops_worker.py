@@ -7,6 +7,7 @@ reference is computed here from every rank's inputs, which each process can rebu
 Inputs are small integers, so every reduction is exact whatever the summation order.
 """
 import datetime
+import faulthandler
 import sys
 
 import torch
@@ -346,6 +347,12 @@ def check_caller_waits(rank, n):
     dist.barrier(group=CHORUS)
 
 
+def chorus_part(error):
+    """The text from "chorus" on (torch may put its own words before a backend's error)."""
+    text = str(error)
+    return text[text.index("chorus"):].strip()
+
+
 def check_timeouts(rank, n):
     """Last: rank 1 never sends. Rank 0's wait(timeout) gives up, and Chorus's own deadline
     (the group's timeout, 2 s) then fails the receive; rank 0's monitored barrier names
@@ -361,12 +368,13 @@ def check_timeouts(rank, n):
             raise AssertionError("an all_reduce the other ranks never joined completed")
         except RuntimeError as e:
             assert "Timed out" in str(e), e
+            first = chorus_part(e)
         assert __import__("time").time() - t0 < 15
-        try:  # the failure is sticky: later operations fail too
+        try:  # the failure is sticky: a later operation fails with the first error, unissued
             dist.all_reduce(torch.ones(2), group=inline)
             raise AssertionError("an all_reduce on a failed group completed")
         except RuntimeError as e:
-            assert "chorus" in str(e), e
+            assert chorus_part(e) == first, f"{e} is not the first failure ({first})"
     if rank == 0:
         w = dist.irecv(torch.empty(4), 1, group=short)
         t0 = __import__("time").time()
@@ -380,7 +388,15 @@ def check_timeouts(rank, n):
             raise AssertionError("a receive never matched completed")
         except RuntimeError as e:
             assert "chorus" in str(e), e
+            first = chorus_part(e)
         assert __import__("time").time() - t0 < 15
+        # Sticky on the stream path too: the next receive is never issued (it would time
+        # out again with its own sequence number) and fails with the first error.
+        try:
+            dist.irecv(torch.empty(4), 1, group=short).wait()
+            raise AssertionError("a receive on a failed group completed")
+        except RuntimeError as e:
+            assert chorus_part(e) == first, f"{e} is not the first failure ({first})"
         try:
             CHORUS.monitored_barrier(datetime.timedelta(milliseconds=300), wait_all_ranks=True)
             raise AssertionError("monitored_barrier passed without the other ranks")
@@ -391,6 +407,9 @@ def check_timeouts(rank, n):
 
 def main():
     global GLOO, CHORUS
+    # If this rank is still here well before the runner gives up (180 s), print where every
+    # thread is, so a hang in CI says where it stopped.
+    faulthandler.dump_traceback_later(150, exit=False)
     rank, n, init = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
     GLOO = dist.group.WORLD
