@@ -1,7 +1,9 @@
-"""Starts `fn(rank, world_size)` in world_size processes joined by backend="chorus"
-(env:// rendezvous on a free local port), like the torch.distributed tutorials do."""
+"""Starts `fn(rank, world_size)` in world_size processes joined by backend="chorus",
+like the torch.distributed tutorials do, but meeting through a file rather than a port: a
+port found free and then closed can be handed by the kernel to another program before rank
+0 binds it, and a rank that meets a stranger's listener waits for torch's store forever."""
 import os
-import socket
+import tempfile
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -9,8 +11,9 @@ import torch.multiprocessing as mp
 import chorus_torch  # noqa: F401  (registers backend "chorus")
 
 
-def _run(rank, fn, world_size):
-    dist.init_process_group("chorus", rank=rank, world_size=world_size)
+def _run(rank, fn, world_size, init_file):
+    dist.init_process_group("chorus", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size)
     try:
         fn(rank, world_size)
     finally:
@@ -18,8 +21,6 @@ def _run(rank, fn, world_size):
 
 
 def launch(fn, world_size=2):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        os.environ["MASTER_PORT"] = str(s.getsockname()[1])
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    mp.spawn(_run, args=(fn, world_size), nprocs=world_size, join=True)
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_run, args=(fn, world_size, os.path.join(d, "rendezvous")), nprocs=world_size,
+                 join=True)

@@ -1,21 +1,20 @@
 """chorus vs gloo over 2 and 4 real processes, for env://, file:// and tcp:// rendezvous."""
 import os
-import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+from ports import free_port  # noqa: E402
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def run_ranks(script, n, init, tmp_path, extra=(), timeout=180):
+def run_ranks(script, n, init, tmp_path, extra=(), timeout=180, grace=20):
+    """Runs n ranks of script; returns their outputs. When a rank fails, the others get
+    `grace` seconds to fail on their own (their messages say more) and are then killed,
+    rather than waiting out the whole timeout for a peer that is gone."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     if init == "file":
         init = f"file://{tmp_path}/rendezvous"
@@ -23,26 +22,30 @@ def run_ranks(script, n, init, tmp_path, extra=(), timeout=180):
         init = f"tcp://127.0.0.1:{free_port()}"
     else:
         init = "env://"
+    logs = [open(tmp_path / f"rank{r}.log", "w+") for r in range(n)]
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, script), str(r), str(n), init, *extra],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              env=env, stdout=logs[r], stderr=subprocess.STDOUT, text=True)
              for r in range(n)]
-    outs = []
+    deadline = time.monotonic() + timeout
     try:
-        for p in procs:
-            outs.append(p.communicate(timeout=timeout)[0])
-    except subprocess.TimeoutExpired:
-        # A hang: every rank's output (each dumped its Python stacks at its own deadline,
-        # see worker_watchdog) is what tells where it stopped.
-        for p in procs:
-            p.kill()
-        report = [f"rank {r}:\n{p.communicate()[0][-4000:]}" for r, p in enumerate(procs)]
-        pytest.fail(f"{script} np {n} {init}: a rank outlived {timeout} s\n" + "\n".join(report))
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            if any(p.returncode not in (None, 0) for p in procs):
+                deadline = min(deadline, time.monotonic() + grace)
+            time.sleep(0.1)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for r, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0, f"rank {r} exited with {p.returncode}:\n{out[-4000:]}"
+                p.wait()
+    outs = []
+    for f in logs:
+        f.seek(0)
+        outs.append(f.read())
+        f.close()
+    # A hung rank dumped its Python stacks at its own deadline (see the workers' watchdog).
+    report = "\n".join(f"rank {r} (exit {p.returncode}):\n{out[-4000:]}"
+                        for r, (p, out) in enumerate(zip(procs, outs)))
+    assert all(p.returncode == 0 for p in procs), f"{script} np {n} {init}:\n{report}"
     return outs
 
 

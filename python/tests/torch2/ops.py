@@ -2,19 +2,17 @@
 (../ops_worker.py: each collective, dtype and reduction, p2p, batched p2p, barriers,
 timeouts) on N processes of the PyTorch 2.x module (env:// rendezvous)."""
 import os
-import socket
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
+from ports import free_port  # noqa: E402
 
 
 def main():
     n = int(sys.argv[1])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     worker = os.path.join(HERE, "..", "ops_worker.py")
     procs = [subprocess.Popen([sys.executable, worker, str(r), str(n), "env://"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -2,7 +2,6 @@
 on a float64 MLP under torchrun, with backend gloo and then chorus; every final parameter
 must agree within 1e-12 (relative, max-norm)."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -10,13 +9,9 @@ import tempfile
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
+from ports import free_port  # noqa: E402
 TOL = 1e-12
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(backend, n, out):

@@ -39,17 +39,12 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from ports import free_port  # noqa: E402  (a port no other socket is handed meanwhile)
+
 
 def log(msg):
     print("hostile_peers: " + msg, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def listening_ports(pids):

@@ -25,11 +25,13 @@ import argparse
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from ports import free_port  # noqa: E402  (a port no other socket is handed meanwhile)
 
 
 class Failure(Exception):
@@ -38,14 +40,6 @@ class Failure(Exception):
 
 def log(msg):
     print("shrink_test: " + msg, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Rank:
