@@ -13,7 +13,9 @@ checks for one). Tests gated on a backend's name in the test itself ("Only MPI s
 all_to_all", "Only gloo backend supports timeouts", ...) stay skipped; results and the
 list of what cannot apply are in docs/TORCH2-DIST.md.
 """
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -24,7 +26,11 @@ if AS:
     os.environ["BACKEND"] = AS
 os.environ.setdefault("BACKEND", "chorus")
 os.environ.setdefault("WORLD_SIZE", "2")
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="chorus-dist-"))
+if "TEMP_DIR" not in os.environ:
+    # Made once, by the process that runs the suite (spawned ranks re-import this file and
+    # inherit the variable), and removed when it exits: nothing is left in /tmp.
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="chorus-dist-")
+    atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], ignore_errors=True)
 
 import chorus_torch  # noqa: E402,F401  (registers backend "chorus"; spawned ranks re-import this file)
 import torch.distributed as dist  # noqa: E402
