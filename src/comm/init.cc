@@ -216,7 +216,8 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   comm->id = id;
   setLogRank(rank);
   // The host kernels' one-time ISA choice (CHORUS_KERNEL_ISA), before any kernel runs.
-  (void)kernels::selectIsa(paramString(Param::KernelIsa).c_str());
+  const std::string wantIsa = paramString(Param::KernelIsa);
+  const char* isa = kernels::selectIsa(wantIsa.c_str());
   int64_t timeoutS = paramInt(Param::TimeoutS);
   if (config && config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds > 0)
     timeoutS = config->timeoutSeconds;
@@ -282,6 +283,14 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
               "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B", rank,
               nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(), comm->localRanks,
               comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes, comm->tuning.llBytes);
+  // The CPU-dependent choices in one line, so a run on another machine says what it used.
+  CHORUS_INFO(
+      kLogInit,
+      "rank %d: host kernels %s (%s), streaming stores for results from %zu B "
+      "(CHORUS_NT_THRESHOLD)",
+      rank, isa,
+      wantIsa.empty() ? "best this CPU runs; CHORUS_KERNEL_ISA forces one" : "CHORUS_KERNEL_ISA",
+      comm->tuning.ntBytes);
   return chorusSuccess;
 }
 
