@@ -94,11 +94,12 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
   const uint64_t flag = llFlagValue(seq);
   const char* src = static_cast<const char*>(data);
   if (bytes > kLlLineMax) {  // long: contiguous, then the one flag
-    std::memcpy(buf + kLlLongOffset, src, bytes);
+    std::memcpy(buf, src, bytes);
     flagAt(buf, llLongFlagOffset(v_.geo.llMax))->store(flag, std::memory_order_release);
     ringDoorbell(v_.remoteBell);
     return chorusSuccess;
   }
+  buf += llLinesOffset(v_.geo.llMax);
   const size_t lines = llLines(bytes);
   size_t i = 0;
   for (; i + 1 < lines; ++i) {  // full lines: data, then the line's flag
@@ -153,9 +154,10 @@ chorusResult_t ShmRecvConn::awaitLL(char* buf, uint64_t want, size_t bytes, cons
     return waitUntil([flag, want] { return flag->load(std::memory_order_acquire) == want; }, w,
                      v_.localBell, v_.peerPid, v_.remoteBell);
   }
+  char* at = buf + llLinesOffset(v_.geo.llMax);
   const size_t lines = llLines(bytes);
-  if (linesReady(buf, lines, want)) return chorusSuccess;
-  return waitUntil([buf, lines, want] { return linesReady(buf, lines, want); }, w, v_.localBell,
+  if (linesReady(at, lines, want)) return chorusSuccess;
+  return waitUntil([at, lines, want] { return linesReady(at, lines, want); }, w, v_.localBell,
                    v_.peerPid, v_.remoteBell);
 }
 
@@ -165,11 +167,11 @@ chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCt
   chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
   if (r != chorusSuccess) return r;
   if (bytes > kLlLineMax) {
-    *data = buf + kLlLongOffset;
+    *data = buf;
   } else if (bytes <= kLlLineData) {
-    *data = buf;  // one line: in place
+    *data = buf + llLinesOffset(v_.geo.llMax);  // one line: in place
   } else {
-    gatherLines(buf, bytes, staging_);
+    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, staging_);
     *data = staging_;
   }
   return chorusSuccess;
@@ -187,9 +189,9 @@ chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {
   chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
   if (r != chorusSuccess) return r;
   if (bytes > kLlLineMax)
-    std::memcpy(dst, buf + kLlLongOffset, bytes);
+    std::memcpy(dst, buf, bytes);
   else
-    gatherLines(buf, bytes, static_cast<char*>(dst));
+    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, static_cast<char*>(dst));
   releaseLL();
   return chorusSuccess;
 }

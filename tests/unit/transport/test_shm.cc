@@ -250,7 +250,7 @@ TEST(ShmTransport, AMultiLineMessageArrivesOnlyWhenEveryLineCarriesItsFlag) {
     ASSERT_EQ(out, msg);
   }
   const uint64_t seq = shm::kLlDepth + 1;
-  char* buf = v.ll + (seq % shm::kLlDepth) * geo.llStride();
+  char* buf = v.ll + (seq % shm::kLlDepth) * geo.llStride() + shm::llLinesOffset(geo.llMax);
   auto flag = [&](size_t line) {
     return reinterpret_cast<std::atomic<uint64_t>*>(buf + shm::llLineFlagOffset(line));
   };
