@@ -87,6 +87,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
   const int64_t budget =
       w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy::kDefaultSpinNs;
   const int64_t spinUntil = start + budget;
+  const int64_t deadline = w.deadlineNs > 0 ? w.deadlineNs : start - w.deadlineNs;
   int64_t nextPeerCheck = start + kPeerCheckNs;
   bool slept = false;
   bool sleptForPeer = false;  // a quick wake-up then says the sleep helped: learn nothing
@@ -108,7 +109,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
       break;
     }
     const int64_t t = nowNs();
-    if (t > w.deadlineNs) {
+    if (t > deadline) {
       result = chorusTimeout;
       break;
     }
