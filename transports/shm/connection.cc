@@ -1,6 +1,5 @@
 #include "transports/shm/connection.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "src/core/checks.h"
@@ -32,6 +31,7 @@ inline bool linesReady(char* buf, size_t lines, uint64_t want) {
 
 // A short message's bytes out of its lines (whose flags were seen).
 inline void gatherLines(const char* buf, size_t bytes, char* out) {
+  if (bytes == 0) return;
   size_t i = 0;
   for (; bytes - i * kLlLineData > kLlLineData; ++i)
     std::memcpy(out + i * kLlLineData, buf + i * kLlLineBytes, kLlLineData);
