@@ -7,9 +7,10 @@
 //   each element is reduced exactly once, by its owner, then copied around.
 // tree: double binary tree (topology-driven, comm->trees): half of the data reduced up and
 //   broadcast down each tree, piece by piece.
-// recursive doubling (LL): log2(n) rounds; in round k every rank swaps its partial result
-//   with rank ^ 2^k and combines the two. Few dependent steps and one peer per step: what
-//   ranks that crowd their cores want, where every wait is a wait for the peer's turn.
+// recursive doubling (LL, opt-in: CHORUS_ALGO=doubling): log2(n) rounds; in round k every
+//   rank swaps its partial result with rank ^ 2^k and combines the two. log2(n) messages
+//   per rank instead of n-1; measured no faster than direct where ranks crowd 2 CPUs
+//   (docs/PERF.md), not measurable here where they do not.
 #include <algorithm>
 #include <cstring>
 

@@ -303,8 +303,9 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
       if (a == Algo::Doubling) {
         // log2(pow2) swaps of the whole vector, two more hops when n is not a power of two,
         // each waiting for one peer. On crowded cores each step waits as long as a whole
-        // direct exchange and its copies share the core (measured: np 4 and 8 on 2 CPUs,
-        // doubling 1.5-5x slower than direct), so there it is never the pick.
+        // direct exchange and its copies share the core (measured, np 4 and 8 on 2 CPUs:
+        // 1.5-5x slower than direct, even at best no faster), so there it never wins. Only
+        // considered when CHORUS_ALGO names it (kDefaultAlgos).
         int pow2 = 1, rounds = 0;
         while (pow2 * 2 <= n) pow2 *= 2, ++rounds;
         const int steps = rounds + (n > pow2 ? 2 : 0);
