@@ -7,6 +7,10 @@
 //   each element is reduced exactly once, by its owner, then copied around.
 // tree: double binary tree (topology-driven, comm->trees): half of the data reduced up and
 //   broadcast down each tree, piece by piece.
+// recursive doubling (LL, opt-in: CHORUS_ALGO=doubling): log2(n) rounds; in round k every
+//   rank swaps its partial result with rank ^ 2^k and combines the two. log2(n) messages
+//   per rank instead of n-1; measured no faster than direct where ranks crowd 2 CPUs
+//   (docs/PERF.md), not measurable here where they do not.
 #include <algorithm>
 #include <cstring>
 
@@ -49,6 +53,48 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
     }
     if (k != rank) p.releaseLL(k);
   }
+  return chorusSuccess;
+}
+
+chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p) {
+  // Ranks from pow2 on (n not a power of two) first hand their input to rank - pow2 and get
+  // the result back at the end. In every round the two partners hold partial results of
+  // two disjoint rank groups and both compute (lower group's) OP (higher group's): the same
+  // operands in the same order, so every rank ends with the same bits.
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t bytes = a.count * p.elemSize();
+  const kernels::ReduceSpec& spec = a.spec;
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  const int extra = n - pow2;
+  // The partial result lives in recvbuf: our pre-multiplied input to begin with.
+  void* acc = a.recvbuf;
+  if (spec.preMul)
+    kernels::reduce(spec, acc, nullptr, a.sendbuf, a.count, kApplyPre);
+  else if (a.sendbuf != acc)
+    std::memcpy(acc, a.sendbuf, bytes);
+  if (rank >= pow2) {
+    CHORUS_CHECK(p.sendLL(rank - pow2, acc, bytes));
+    return p.recvLL(rank - pow2, a.recvbuf, bytes);  // the result, post already applied
+  }
+  const void* src;
+  if (rank < extra) {
+    CHORUS_CHECK(p.waitLL(rank + pow2, &src, bytes));
+    kernels::reduce(spec, acc, acc, src, a.count, 0u);
+    p.releaseLL(rank + pow2);
+  }
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    const int peer = rank ^ mask;
+    const unsigned post = mask * 2 == pow2 ? kApplyPost : 0u;
+    CHORUS_CHECK(p.sendLL(peer, acc, bytes));
+    CHORUS_CHECK(p.waitLL(peer, &src, bytes));
+    if (rank < peer)
+      kernels::reduce(spec, acc, acc, src, a.count, post);
+    else
+      kernels::reduce(spec, acc, src, acc, a.count, post);
+    p.releaseLL(peer);
+  }
+  if (rank < extra) CHORUS_CHECK(p.sendLL(rank + pow2, acc, bytes));
   return chorusSuccess;
 }
 

@@ -67,6 +67,8 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
     case Coll::AllReduce:
       if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)
         return allReduceDirect(comm, a, p);
+      if (plan.algo == Algo::Doubling && a.count * p.elemSize() <= comm->tuning.llBytes)
+        return allReduceRecDoubling(comm, a, p);
       if (plan.algo == Algo::Tree) return allReduceTree(comm, a, plan, p);
       return allReduceRing(comm, a, plan, p);
     case Coll::Broadcast: return broadcastRun(comm, a, plan, p);

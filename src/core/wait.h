@@ -69,7 +69,9 @@ struct WaitPolicy {
 /// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say
 /// if the deadline passes.
 struct WaitCtx {
-  int64_t deadlineNs;  ///< absolute CLOCK_MONOTONIC
+  /// > 0: absolute CLOCK_MONOTONIC; <= 0: -deadlineNs after the wait stops being quick
+  /// (saves a clock read per call where most waits end in the inline polls).
+  int64_t deadlineNs;
   const std::atomic<int>* abortFlag;
   int spin;                      ///< polls before the first clock read (the inline fast path)
   const char* what;              ///< e.g. "all_reduce #12"

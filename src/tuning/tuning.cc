@@ -27,6 +27,7 @@ const char* algoName(Algo a) {
     case Algo::Direct: return "direct";
     case Algo::Ring: return "ring";
     case Algo::Tree: return "tree";
+    case Algo::Doubling: return "doubling";
   }
   return "?";
 }
@@ -41,9 +42,9 @@ std::string lower(std::string s) {
 }
 
 // "", "a,b", "^a,b" over `names` (lower case) -> bit mask of allowed entries.
-unsigned parseMask(const std::string& specIn, const char* const* names, int count,
+// `all`: what "" (and an exclusion list) starts from.
+unsigned parseMask(const std::string& specIn, const char* const* names, int count, unsigned all,
                    std::string* bad) {
-  const unsigned all = (1u << count) - 1;
   std::string spec = lower(specIn);
   spec.erase(std::remove_if(spec.begin(), spec.end(),
                             [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
@@ -69,7 +70,7 @@ unsigned parseMask(const std::string& specIn, const char* const* names, int coun
   return named ? named : all;  // nothing recognized: no restriction
 }
 
-const char* const kAlgoNames[] = {"direct", "ring", "tree"};
+const char* const kAlgoNames[] = {"direct", "ring", "tree", "doubling"};
 const char* const kProtoNames[] = {"ll", "simple"};
 
 int indexOf(const std::string& s, const char* const* names, int count) {
@@ -90,11 +91,11 @@ int collIndex(const std::string& s) {
 }  // namespace
 
 unsigned parseAlgoMask(const std::string& spec, std::string* bad) {
-  return parseMask(spec, kAlgoNames, kNumAlgos, bad);
+  return parseMask(spec, kAlgoNames, kNumAlgos, kDefaultAlgos, bad);
 }
 
 unsigned parseProtoMask(const std::string& spec, std::string* bad) {
-  return parseMask(spec, kProtoNames, kNumProtos, bad);
+  return parseMask(spec, kProtoNames, kNumProtos, (1u << kNumProtos) - 1, bad);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -206,7 +207,7 @@ size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
 
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes) {
   switch (coll) {
-    case Coll::AllReduce: return a != Algo::Direct || bytes <= s.llBytes;
+    case Coll::AllReduce: return (a != Algo::Direct && a != Algo::Doubling) || bytes <= s.llBytes;
     case Coll::Broadcast:
     case Coll::AllGather: return a == Algo::Ring || (a == Algo::Direct && bytes <= s.llBytes);
     case Coll::Reduce:
@@ -290,20 +291,38 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
   // scheduled as well.
   const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
   const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1);
+  // All-reduce on crowded cores: every step that waits for one particular peer waits for
+  // that peer's turn on its core. A direct exchange pays for that about twice in all (every
+  // rank sends, then every rank reads what all sent: the osLatUs term above), so one
+  // dependent step costs half of it. Measured, np 8 on 2 CPUs, 8 B-4 KiB: direct 30-50 us,
+  // recursive doubling (3 steps) 50-85, tree 145-275, ring (14 steps) 145-165.
+  const double crowdStep = 0.5 * p.osLatUs * (perCore - 1) * (n - 1);
   switch (coll) {
     case Coll::AllReduce:
       if (a == Algo::Direct) return directLat + (n - 1) * S / h.bw;
+      if (a == Algo::Doubling) {
+        // log2(pow2) swaps of the whole vector, two more hops when n is not a power of two,
+        // each waiting for one peer. On crowded cores each step waits as long as a whole
+        // direct exchange and its copies share the core (measured, np 4 and 8 on 2 CPUs:
+        // 1.5-5x slower than direct, even at best no faster), so there it never wins. Only
+        // considered when CHORUS_ALGO names it (kDefaultAlgos).
+        int pow2 = 1, rounds = 0;
+        while (pow2 * 2 <= n) pow2 *= 2, ++rounds;
+        const int steps = rounds + (n > pow2 ? 2 : 0);
+        return steps * (h.lat + p.llPeerUs + 2 * crowdStep + perCore * S / h.bw);
+      }
       if (a == Algo::Ring) {
         const int steps = 2 * (n - 1);
         // Every rank works on its pieces at once: no pipeline fill to pay.
-        return steps * h.lat + 2.0 * (n - 1) / n * S / h.bw;
+        return steps * (h.lat + crowdStep) + 2.0 * (n - 1) / n * S / h.bw;
       } else {
         int depth = 0;
         while ((2 << depth) <= n) ++depth;     // floor(log2 n)
         const int k = std::min(2, n - 1) + 1;  // a node's children + its parent
         const double t = 2 * depth * h.lat +
                          (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
-        return s.allTcp ? t * tcpTreeCorrectionAt(p, bytes) : t;
+        // Crowded: the two trees go up and down one after the other, 4 x depth waits.
+        return (s.allTcp ? t * tcpTreeCorrectionAt(p, bytes) : t) + 4 * depth * crowdStep;
       }
     case Coll::Broadcast:
     case Coll::Reduce:
@@ -323,7 +342,8 @@ Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes
               unsigned protoMask) {
   // Try the user's restriction; if it leaves nothing runnable at this size (CHORUS_ALGO=direct
   // for 256 MiB), keep only the protocol restriction, then nothing.
-  const unsigned masks[3][2] = {{algoMask, protoMask}, {~0u, protoMask}, {~0u, ~0u}};
+  const unsigned masks[3][2] = {
+      {algoMask, protoMask}, {kDefaultAlgos, protoMask}, {kDefaultAlgos, ~0u}};
   for (const auto& m : masks) {
     double best = std::numeric_limits<double>::infinity();
     int pick = -1;

@@ -21,9 +21,10 @@
 
 namespace chorus {
 
-enum class Algo : int { Direct, Ring, Tree };
+enum class Algo : int { Direct, Ring, Tree, Doubling };  // Doubling: recursive doubling
 enum class Proto : int { LL, Simple };
-constexpr int kNumAlgos = 3;
+constexpr int kNumAlgos = 4;
+constexpr unsigned kDefaultAlgos = 0x7;  // direct, ring, tree (parseAlgoMask)
 constexpr int kNumProtos = 2;
 const char* algoName(Algo a);
 const char* protoName(Proto p);
@@ -94,7 +95,10 @@ struct ModelShape {
 
 /// Bit i set = Algo i (or Proto i) allowed. Parses "", "ring", "ring,tree", "^tree",
 /// "^tree,direct" (case-insensitive); unknown names are reported in *bad (if given) and
-/// ignored. "" allows everything.
+/// ignored. "" allows every protocol and the default algorithms (kDefaultAlgos); an
+/// exclusion ("^tree") starts from those. Recursive doubling is opt-in: only a list that
+/// names it ("doubling", "direct,doubling") lets the model pick it (measured slower than
+/// direct wherever it could be measured, docs/PERF.md).
 unsigned parseAlgoMask(const std::string& spec, std::string* bad = nullptr);
 unsigned parseProtoMask(const std::string& spec, std::string* bad = nullptr);
 
@@ -108,7 +112,9 @@ size_t pieceBytesFor(const ModelShape& s, size_t bytes);
 /// Whether the code can run this (collective, algorithm) at this size at all.
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes);
 /// The protocol an algorithm runs with.
-inline Proto protoOf(Algo a) { return a == Algo::Direct ? Proto::LL : Proto::Simple; }
+inline Proto protoOf(Algo a) {
+  return a == Algo::Direct || a == Algo::Doubling ? Proto::LL : Proto::Simple;
+}
 
 /// Predicted microseconds for one call; a negative value means "cannot run".
 double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, size_t bytes);

@@ -16,8 +16,26 @@ chorusResult_t peerCheck(const ConnView& v, const char* what) {
 
 namespace {
 
-inline std::atomic<uint64_t>* llFlag(char* buf, size_t bytes) {
-  return reinterpret_cast<std::atomic<uint64_t>*>(buf + llFlagOffset(bytes));
+inline std::atomic<uint64_t>* flagAt(char* buf, size_t offset) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(buf + offset);
+}
+
+// Whether the first `lines` lines all carry `want`: every flag loaded, no early exit, so the
+// loads are in flight together and the lines arrive in parallel.
+inline bool linesReady(char* buf, size_t lines, uint64_t want) {
+  uint64_t diff = 0;
+  for (size_t i = 0; i < lines; ++i)
+    diff |= flagAt(buf, llLineFlagOffset(i))->load(std::memory_order_acquire) ^ want;
+  return diff == 0;
+}
+
+// A short message's bytes out of its lines (whose flags were seen).
+inline void gatherLines(const char* buf, size_t bytes, char* out) {
+  if (bytes == 0) return;
+  size_t i = 0;
+  for (; bytes - i * kLlLineData > kLlLineData; ++i)
+    std::memcpy(out + i * kLlLineData, buf + i * kLlLineBytes, kLlLineData);
+  std::memcpy(out + i * kLlLineData, buf + i * kLlLineBytes, bytes - i * kLlLineData);
 }
 
 }  // namespace
@@ -73,8 +91,24 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
     if (r != chorusSuccess) return r;
   }
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
-  if (bytes) std::memcpy(buf, data, bytes);
-  llFlag(buf, bytes)->store(llFlagValue(seq), std::memory_order_release);
+  const uint64_t flag = llFlagValue(seq);
+  const char* src = static_cast<const char*>(data);
+  if (bytes > kLlLineMax) {  // long: contiguous, then the one flag
+    std::memcpy(buf, src, bytes);
+    flagAt(buf, llLongFlagOffset(v_.geo.llMax))->store(flag, std::memory_order_release);
+    ringDoorbell(v_.remoteBell);
+    return chorusSuccess;
+  }
+  buf += llLinesOffset(v_.geo.llMax);
+  const size_t lines = llLines(bytes);
+  size_t i = 0;
+  for (; i + 1 < lines; ++i) {  // full lines: data, then the line's flag
+    std::memcpy(buf + i * kLlLineBytes, src + i * kLlLineData, kLlLineData);
+    flagAt(buf, llLineFlagOffset(i))->store(flag, std::memory_order_release);
+  }
+  const size_t rest = bytes - i * kLlLineData;
+  if (rest) std::memcpy(buf + i * kLlLineBytes, src + i * kLlLineData, rest);
+  flagAt(buf, llLineFlagOffset(i))->store(flag, std::memory_order_release);
   ringDoorbell(v_.remoteBell);
   return chorusSuccess;
 }
@@ -113,18 +147,33 @@ void ShmRecvConn::release() {
   ringDoorbell(v_.remoteBell);
 }
 
+chorusResult_t ShmRecvConn::awaitLL(char* buf, uint64_t want, size_t bytes, const WaitCtx& w) {
+  if (bytes > kLlLineMax) {
+    std::atomic<uint64_t>* flag = flagAt(buf, llLongFlagOffset(v_.geo.llMax));
+    if (flag->load(std::memory_order_acquire) == want) return chorusSuccess;
+    return waitUntil([flag, want] { return flag->load(std::memory_order_acquire) == want; }, w,
+                     v_.localBell, v_.peerPid, v_.remoteBell);
+  }
+  char* at = buf + llLinesOffset(v_.geo.llMax);
+  const size_t lines = llLines(bytes);
+  if (linesReady(at, lines, want)) return chorusSuccess;
+  return waitUntil([at, lines, want] { return linesReady(at, lines, want); }, w, v_.localBell,
+                   v_.peerPid, v_.remoteBell);
+}
+
 chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCtx& w) {
   const uint64_t seq = llSeq_ + 1;
   char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
-  std::atomic<uint64_t>* flag = llFlag(buf, bytes);
-  const uint64_t want = llFlagValue(seq);
-  if (flag->load(std::memory_order_acquire) != want) {
-    chorusResult_t r =
-        waitUntil([flag, want] { return flag->load(std::memory_order_acquire) == want; }, w,
-                  v_.localBell, v_.peerPid, v_.remoteBell);
-    if (r != chorusSuccess) return r;
+  chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
+  if (r != chorusSuccess) return r;
+  if (bytes > kLlLineMax) {
+    *data = buf;
+  } else if (bytes <= kLlLineData) {
+    *data = buf + llLinesOffset(v_.geo.llMax);  // one line: in place
+  } else {
+    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, staging_);
+    *data = staging_;
   }
-  *data = buf;
   return chorusSuccess;
 }
 
@@ -135,10 +184,14 @@ void ShmRecvConn::releaseLL() {
 }
 
 chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {
-  const void* data;
-  chorusResult_t r = waitLL(&data, bytes, w);
+  const uint64_t seq = llSeq_ + 1;
+  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
+  chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
   if (r != chorusSuccess) return r;
-  if (bytes) std::memcpy(dst, data, bytes);
+  if (bytes > kLlLineMax)
+    std::memcpy(dst, buf, bytes);
+  else
+    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, static_cast<char*>(dst));
   releaseLL();
   return chorusSuccess;
 }

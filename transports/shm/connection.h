@@ -57,10 +57,15 @@ class ShmRecvConn final : public RecvConn {
   chorusResult_t check(const char* what) override { return peerCheck(v_, what); }
 
  private:
+  /// Waits until the message of `bytes` in `buf` carries flag `want` (every line of a short
+  /// one, the one flag of a long one; layout.h).
+  chorusResult_t awaitLL(char* buf, uint64_t want, size_t bytes, const WaitCtx& w);
+
   ConnView v_;
   uint64_t tail_ = 0;  // slots released (our copy)
   uint64_t headCache_ = 0;
   uint64_t llSeq_ = 0;
+  alignas(64) char staging_[kLlLineMax];  // a multi-line short LL message, contiguous (waitLL)
 };
 
 }  // namespace shm

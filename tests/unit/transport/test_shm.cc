@@ -5,13 +5,16 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "src/core/wait.h"
+#include "transports/shm/connection.h"
 #include "transports/shm/layout.h"
 #include "transports/shm/transport.h"
 #include "transports/transport.h"
@@ -175,6 +178,102 @@ TEST(ShmTransport, StaleDataOfALongerMessageIsNotTakenForAShortOnesFlag) {
   ASSERT_EQ(p.send[0]->sendLL(&v, 8, waitFor(1'000'000'000)), chorusSuccess);
   ASSERT_EQ(p.recv[1]->recvLL(&one, 8, waitFor(1'000'000'000)), chorusSuccess);
   EXPECT_EQ(one, v);
+}
+
+// Words equal to the very flag the next message in a buffer will carry, left by earlier
+// messages of every layout (long ones in the contiguous area, short ones in the lines): no
+// message of any size may arrive from them, because no layout puts data where a flag goes.
+// (With the flag right after the data, as before per-line flags, every case below arrived.)
+TEST(ShmTransport, StaleWordsEqualToTheNextFlagDoNotPoseAsAMessageOfAnySize) {
+  Pair p(4096, 2, 1024);
+  const size_t kSizes[] = {1024, 440, 1000, 200, 64, 600, 8};  // long, short, long, ...
+  std::vector<uint64_t> words(128), got(128);
+  uint64_t seq = 0;
+  for (size_t bytes : kSizes) {
+    // Fill each of the kLlDepth buffers with a message whose every word is the flag that
+    // the next message to use that buffer will carry.
+    for (int b = 0; b < shm::kLlDepth; ++b) {
+      ++seq;
+      for (uint64_t& w : words) w = shm::llFlagValue(seq + shm::kLlDepth);
+      ASSERT_EQ(p.send[0]->sendLL(words.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+      ASSERT_EQ(p.recv[1]->recvLL(got.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+      ASSERT_EQ(std::memcmp(got.data(), words.data(), bytes), 0);
+    }
+    // Nothing sent: no size may "arrive".
+    for (size_t want : kSizes) {
+      const void* data = nullptr;
+      EXPECT_EQ(p.recv[1]->waitLL(&data, want, waitFor(5'000'000)), chorusTimeout)
+          << want << "-byte message read from the stale words of " << bytes << "-byte ones";
+    }
+  }
+  // Positive control: a real message of each size still arrives, intact.
+  for (size_t bytes : kSizes) {
+    for (size_t i = 0; i < words.size(); ++i) words[i] = bytes * 1000 + i;
+    ASSERT_EQ(p.send[0]->sendLL(words.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+    const void* data = nullptr;
+    ASSERT_EQ(p.recv[1]->waitLL(&data, bytes, waitFor(1'000'000'000)), chorusSuccess);
+    EXPECT_EQ(std::memcmp(data, words.data(), bytes), 0) << bytes;
+    p.recv[1]->releaseLL();
+  }
+}
+
+// A short message spread over several lines counts as arrived only once every one of its
+// lines carries its flag: each line missing in turn (its flag left from the message before)
+// keeps the reader waiting, whatever the other lines hold. Written by hand into a
+// connection area in private memory, to leave one line out on purpose.
+TEST(ShmTransport, AMultiLineMessageArrivesOnlyWhenEveryLineCarriesItsFlag) {
+  shm::AreaGeometry geo{4096, 2, 1024};
+  void* mem = std::aligned_alloc(shm::kPage, geo.areaBytes());
+  ASSERT_NE(mem, nullptr);
+  std::memset(mem, 0, geo.areaBytes());
+  Doorbell bells[2] = {};
+  shm::ConnView v;
+  v.ctrl = static_cast<shm::ConnCtrl*>(mem);
+  v.ll = static_cast<char*>(mem) + geo.ctrlBytes();
+  v.slots = static_cast<char*>(mem) + geo.slotsOffset();
+  v.geo = geo;
+  v.localBell = &bells[0];
+  v.remoteBell = &bells[1];
+  v.peerPid = 0;
+  v.peerRank = 1;
+  shm::ShmSendConn send(v);
+  shm::ShmRecvConn recv(v);
+
+  const size_t bytes = 4 * shm::kLlLineData - 8;  // 4 lines, the last one partly
+  ASSERT_EQ(shm::llLines(bytes), 4u);
+  std::vector<unsigned char> msg(bytes), out(bytes);
+  // Messages 1..kLlDepth through the real path; message kLlDepth + 1 reuses buffer 1.
+  for (int m = 1; m <= shm::kLlDepth; ++m) {
+    for (size_t i = 0; i < bytes; ++i) msg[i] = static_cast<unsigned char>(m * 7 + i);
+    ASSERT_EQ(send.sendLL(msg.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+    ASSERT_EQ(recv.recvLL(out.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+    ASSERT_EQ(out, msg);
+  }
+  const uint64_t seq = shm::kLlDepth + 1;
+  char* buf = v.ll + (seq % shm::kLlDepth) * geo.llStride() + shm::llLinesOffset(geo.llMax);
+  auto flag = [&](size_t line) {
+    return reinterpret_cast<std::atomic<uint64_t>*>(buf + shm::llLineFlagOffset(line));
+  };
+  for (size_t i = 0; i < bytes; ++i) msg[i] = static_cast<unsigned char>(0xA0 ^ i);
+  for (size_t l = 0; l < 4; ++l) {
+    const size_t n = std::min(shm::kLlLineData, bytes - l * shm::kLlLineData);
+    std::memcpy(buf + l * shm::kLlLineBytes, msg.data() + l * shm::kLlLineData, n);
+    ASSERT_EQ(flag(l)->load(), shm::llFlagValue(1)) << "line " << l << " holds message 1's flag";
+    flag(l)->store(shm::llFlagValue(seq));
+  }
+  for (size_t missing = 0; missing < 4; ++missing) {
+    flag(missing)->store(shm::llFlagValue(1));  // as message 1 left it
+    const void* data = nullptr;
+    EXPECT_EQ(recv.waitLL(&data, bytes, waitFor(5'000'000)), chorusTimeout)
+        << "arrived without line " << missing;
+    EXPECT_EQ(recv.recvLL(out.data(), bytes, waitFor(5'000'000)), chorusTimeout)
+        << "arrived without line " << missing;
+    flag(missing)->store(shm::llFlagValue(seq));
+  }
+  // Every line there: the message arrives, gathered from its lines.
+  ASSERT_EQ(recv.recvLL(out.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
+  EXPECT_EQ(out, msg);
+  std::free(mem);
 }
 
 TEST(ShmTransport, SegmentNamesAreGoneOnceConnected) {
