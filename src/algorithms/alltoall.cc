@@ -85,27 +85,23 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
     }
     return chorusSuccess;
   }
-  const bool inPlace = in == out;
-  if (inPlace) {
+  if (in == out) {
     // In place: a block we still have to send may be overwritten by one we receive, so
     // send from a copy.
     void* copy = comm->scratch.get(comm->scratch.a, blockBytes * static_cast<size_t>(n));
     std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
     in = static_cast<const char*>(copy);
+  } else {
+    // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
+    // (whose own threshold is far higher) would first read every destination line.
+    kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
+                  in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
   }
-  // This rank's own block is copied a piece at a time between sending a piece and receiving
-  // one (round 1), while the peer fills the slot, and with the plan's store policy: above
-  // CHORUS_NT_THRESHOLD streaming stores, where memcpy (whose own threshold is far higher)
-  // would first read every destination line.
-  const char* ownIn = in + static_cast<size_t>(rank) * blockBytes;
-  char* ownOut = out + static_cast<size_t>(rank) * blockBytes;
   for (int k = 1; k < n; ++k) {
     const int to = (rank + k) % n, from = (rank - k + n) % n;
     for (size_t off = 0; off < a.count; off += pieceElems) {
       const size_t cnt = std::min(pieceElems, a.count - off);
       CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
-      if (k == 1 && !inPlace)
-        kernels::copy(ownOut + off * elem, ownIn + off * elem, cnt * elem, plan.streaming);
       CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
     }
   }
