@@ -4,10 +4,12 @@ collectives the same-host single copy serves, in interleaved rounds; medians per
 
 Usage: perf/compare_single_copy.py BUILD_DIR [--np 2] [--rounds 5]
            [--coll all_gather,reduce_scatter,broadcast,alltoall] [--min 512] [--max 128M]
-           [--no-registered] [--fifo] [--raw DIR]
+           [--no-registered] [--fifo] [--cma] [--raw DIR]
 
 Each round runs, for every collective, Chorus, Chorus -R 1 and Open MPI (vader,self) back to
-back, the order rotated every round, so all three see the same machine state. Per size it
+back, the order rotated every round, so all three see the same machine state (--fifo adds
+Chorus with single copy off, CHORUS_SINGLE_COPY_THRESHOLD=-1; --cma adds Chorus with
+process_vm_readv at every size, CHORUS_CMA_MAX=-1, which is off by default). Per size it
 prints the median out-of-place time of each over the rounds, the best, and the ratio of
 medians Open MPI / Chorus (> 1: Chorus is faster), as markdown on stdout. Every run checks
 its results (-c 1); a run with #wrong != 0 or a failed exit stops the script.
@@ -68,13 +70,14 @@ def main():
     ap.add_argument("--max", default="128M")
     ap.add_argument("--no-registered", action="store_true")
     ap.add_argument("--fifo", action="store_true")
+    ap.add_argument("--cma", action="store_true")
     ap.add_argument("--raw", default=None)
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     chorusrun = os.path.join(b, "tools/chorusrun/chorusrun")
     flags = ["-b", a.min, "-e", a.max, "-f", "4", "-n", "10", "-w", "3", "-c", "1"]
     libs = (["chorus"] + ([] if a.no_registered else ["chorus-R1"]) +
-            (["chorus-fifo"] if a.fifo else []) + ["mpi"])
+            (["chorus-fifo"] if a.fifo else []) + (["chorus-cma"] if a.cma else []) + ["mpi"])
     colls = a.coll.split(",")
     times = {(c, l): {} for c in colls for l in libs}
     if a.raw:
@@ -96,6 +99,8 @@ def main():
                 env = dict(os.environ)
                 if l == "chorus-fifo":
                     env["CHORUS_SINGLE_COPY_THRESHOLD"] = "-1"
+                if l == "chorus-cma":
+                    env["CHORUS_CMA_MAX"] = "-1"
                 rows, out = run(cmd + flags, env)
                 if a.raw:
                     with open(os.path.join(a.raw, "%s.%s.r%d.txt" % (l, c, rnd)), "w") as f:
@@ -110,7 +115,8 @@ def main():
         print("### %s\n" % c)
         head = ("| size (B) | " + " | ".join(libs) + " | ratio |" +
                 (" ratio -R 1 |" if "chorus-R1" in libs else "") +
-                (" fifo / single copy |" if "chorus-fifo" in libs else ""))
+                (" fifo / single copy |" if "chorus-fifo" in libs else "") +
+                (" cma / default |" if "chorus-cma" in libs else ""))
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
         for s in sorted(times[(c, "mpi")]):
@@ -123,6 +129,8 @@ def main():
                 row += " %.2f |" % (med["mpi"] / med["chorus-R1"] if med["chorus-R1"] > 0 else 0)
             if "chorus-fifo" in libs:
                 row += " %.2f |" % (med["chorus-fifo"] / med["chorus"] if med["chorus"] > 0 else 0)
+            if "chorus-cma" in libs:
+                row += " %.2f |" % (med["chorus-cma"] / med["chorus"] if med["chorus"] > 0 else 0)
             print(row)
         print()
 

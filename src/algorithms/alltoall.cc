@@ -92,8 +92,10 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
     std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
     in = static_cast<const char*>(copy);
   } else {
-    std::memcpy(out + static_cast<size_t>(rank) * blockBytes,
-                in + static_cast<size_t>(rank) * blockBytes, blockBytes);
+    // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
+    // (whose own threshold is far higher) would first read every destination line.
+    kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
+                  in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
   }
   for (int k = 1; k < n; ++k) {
     const int to = (rank + k) % n, from = (rank - k + n) % n;

@@ -170,7 +170,14 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   }
   pm.cma = allOk;
   if (comm->rank != 0 && firstFail < 0) return chorusSuccess;
-  if (pm.cma)
+  if (pm.cma && pm.cmaLimit == 0)
+    CHORUS_INFO(kLogInit,
+                "rank %d: single copy: process_vm_readv works between all %d ranks but is not "
+                "used (CHORUS_CMA_MAX=0, the default: the FIFO's two copies were faster); "
+                "registered chorusMemAlloc buffers are read directly from %zu result bytes "
+                "(CHORUS_SINGLE_COPY_THRESHOLD)",
+                comm->rank, n, pm.threshold);
+  else if (pm.cma)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks; "
                 "used for results from %zu bytes (CHORUS_SINGLE_COPY_THRESHOLD) below %zu "

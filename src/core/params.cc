@@ -112,9 +112,10 @@ const ParamInfo kParams[] = {
     {"CHORUS_CMA_DISABLE", "0",
      "1: never read peers' memory with process_vm_readv (registered chorusMemAlloc buffers "
      "are still read directly)."},
-    {"CHORUS_CMA_MAX", "1M",
-     "process_vm_readv/writev only for results below this many bytes (larger ones go through "
-     "the FIFO unless registered); -1: no limit."},
+    {"CHORUS_CMA_MAX", "0",
+     "process_vm_readv/writev only for results below this many bytes (others go through the "
+     "FIFO unless registered); 0 (default): never, the FIFO was faster at every size measured; "
+     "-1: no limit."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");
