@@ -89,7 +89,7 @@ IPERFN=$(iperf "$NSOCKS")
 if [ -z "${CHORUS_SPIN_NS+set}" ] && [ "$NP" -gt "$(nproc)" ]; then
   export CHORUS_SPIN_NS=2000
 fi
-CHORUS_ENV=$(env | grep -E '^CHORUS_(SPIN_NS|TCP_|NSOCKS|SOCKET_BUFSIZE|BUFFSIZE|ALGO|PROTO)' | sort | tr '\n' ' ')
+CHORUS_ENV=$(env | { grep -E '^CHORUS_(SPIN_NS|TCP_|NSOCKS|SOCKET_BUFSIZE|BUFFSIZE|ALGO|PROTO)' || true; } | sort | tr '\n' ' ')
 CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$AGENT")
 MPIRUN=(mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$AGENT"
         --mca btl "$BTL" --mca pml ob1 --mca mpi_yield_when_idle 1
@@ -134,7 +134,7 @@ ELAPSED=$SECONDS
 cat <<EOF
 ### Over TCP between namespaced hosts: $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts x $PPN ranks
 
-- Two hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
+- $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
   private \`/dev/shm\`), $PPN rank(s) each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
   Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
 - Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
