@@ -16,6 +16,9 @@
 #                   shown in extra columns: before/after in the same run
 #   env BASE_ENV="VAR=VALUE ..."  environment of the BASE runs only (e.g. the same binary
 #                   with another setting: BASE=build/perf/all_reduce_perf BASE_ENV=...)
+#   env CHORUS_SPIN_NS=...  when HOSTS x PPN exceeds this machine's cores the script sets
+#                   2000 (spin 2 us, then sleep) unless given: the counterpart of Open MPI's
+#                   mpi_yield_when_idle below; the table's header lists the CHORUS_* settings
 #
 # Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
 # by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
@@ -78,6 +81,15 @@ IPERFN=$(iperf "$NSOCKS")
 
 # Both "hosts" share this machine's cores: without yielding, Open MPI's busy-polling ranks
 # wait for the scheduler's 4 ms tick on every small message (measured: 4000 us vs 14 us).
+# Chorus' counterpart: where the job's ranks outnumber the machine's cores (the namespaced
+# hosts cannot see that they share them), a waiter spins 2 us and then sleeps instead of
+# learning a spin budget of up to 200 us from slow wake-ups (measured, 4 hosts x 1, 8 B:
+# 120-220 us against 480-4600 us). CHORUS_SPIN_NS in the caller's environment wins
+# (0: the adaptive default).
+if [ -z "${CHORUS_SPIN_NS+set}" ] && [ "$NP" -gt "$(nproc)" ]; then
+  export CHORUS_SPIN_NS=2000
+fi
+CHORUS_ENV=$(env | { grep -E '^CHORUS_(SPIN_NS|TCP_|NSOCKS|SOCKET_BUFSIZE|BUFFSIZE|ALGO|PROTO)' || true; } | sort | tr '\n' ' ')
 CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$AGENT")
 MPIRUN=(mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$AGENT"
         --mca btl "$BTL" --mca pml ob1 --mca mpi_yield_when_idle 1
@@ -122,13 +134,14 @@ ELAPSED=$SECONDS
 cat <<EOF
 ### Over TCP between namespaced hosts: $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts x $PPN ranks
 
-- Two hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
+- $(wc -w <<< "$CHORUS_CLUSTER_HOSTS") hosts made by \`tools/cluster\` (network namespaces joined by veth pairs and a bridge,
   private \`/dev/shm\`), $PPN rank(s) each, launched from host 0; $(mpirun --version 2>/dev/null | head -1);
   Chorus $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo '?'), CHORUS_NSOCKS=$NSOCKS.
 - Measured $(date -u '+%Y-%m-%d %H:%M UTC'), $ELAPSED s for the whole script; load average $LOAD_BEFORE at the start.
 - Command: \`perf/compare_tcp.sh $BUILD\` (ROUNDS=$ROUNDS interleaved rounds; median time and busbw per size;
   out-of-place; float32 sum).
 - Chorus: \`chorusrun -H $HLIST --launch-agent "tools/cluster agent" all_reduce_perf FLAGS -c 0\`
+  (Chorus settings in the environment: ${CHORUS_ENV:-none}${BASE:+; the before/BASE runs add: ${BASE_ENV:-nothing}})
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
 - FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
 - The link: iperf3 from host 0 to host 1, 5 s: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**

@@ -121,7 +121,7 @@ struct TcpOptions {
   size_t minStripe = 64 << 10;         ///< shortest stripe worth its own socket
   int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
   int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
-  int64_t pollMaxBytes = 4 << 10;      ///< CHORUS_TCP_POLL_MAX_BYTES
+  int64_t pollMaxBytes = 1ll << 30;    ///< CHORUS_TCP_POLL_MAX_BYTES
 };
 
 struct RdmaOptions {

@@ -102,9 +102,10 @@ const ParamInfo kParams[] = {
     {"CHORUS_TCP_BUSY_POLL_US", "100",
      "How long a thread waiting for a TCP message reads the sockets itself before the progress "
      "thread's epoll takes over and the thread sleeps (microseconds; 0: never poll)."},
-    {"CHORUS_TCP_POLL_MAX_BYTES", "4K",
+    {"CHORUS_TCP_POLL_MAX_BYTES", "1G",
      "After a TCP message larger than this a waiting thread does not read the sockets itself: the "
-     "progress thread keeps reading ahead while it reduces (bandwidth over latency)."},
+     "progress thread keeps reading ahead while it reduces. Default: no limit (a slot is at most "
+     "CHORUS_TCP_CHUNKSIZE): the caller reads every size, no thread hand-off."},
     {"CHORUS_SINGLE_COPY_THRESHOLD", "8K",
      "Same-host all-gather, all-to-all, broadcast, gather and scatter of at least this many "
      "result bytes copy straight between the ranks' buffers (CMA or registered memory); -1: "

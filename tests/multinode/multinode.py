@@ -50,6 +50,11 @@ Cases:
   shrink_cut      3 ranks on host 0, rank 3 alone on host 1: host 1's link is taken down
                   (the victim stays alive, cut off); the survivors fail, agree on {3}
                   (its listener does not answer within the timeout), shrink and check.
+  away            2 hosts x 1 rank (tests/multinode/away_recv): after a few 8 B
+                  all-reduces (whose waits read the sockets themselves), rank 1 sends
+                  6 MiB to rank 0 while rank 0 makes no library call: the send must
+                  complete within 20 s (rank 0's progress thread reads while its caller is
+                  away), then rank 0 receives and compares every byte.
 """
 import os
 import re
@@ -69,7 +74,7 @@ CASES = {
     "chorusrun_2x2": 2, "chorusrun_4x1": 4, "mpirun_2x2": 2, "mpirun_4x1": 4,
     "slurm": 3, "early_exit": 2,
     "kill_rank": 2, "loss": 2, "loss_delay": 2, "link_down": 2, "topology_4x2": 4,
-    "shrink_kill": 2, "shrink_cut": 2,
+    "shrink_kill": 2, "shrink_cut": 2, "away": 2,
 }
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
           "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]
@@ -637,6 +642,35 @@ def case_shrink_cut(c):
     log("nothing in /dev/shm left on any host")
 
 
+def case_away(c):
+    marker = "/tmp/chorus-away-%s-%d" % (c.name, os.getpid())
+    if os.path.exists(marker):
+        os.unlink(marker)
+    spec = ",".join("%s:1" % h for h in c.hosts)
+    # The waits poll their sockets for up to 100 ms (and spin as long) before they hand
+    # them to the progress thread: each 8 B all-reduce then ends with its caller holding
+    # the sockets, which is the state the case is about. One socket with small kernel
+    # buffers, so what the sender's slots (4 MiB) and the sockets hold is well below the
+    # 6 MiB message: the send completes only if rank 0's progress thread moves the rest into
+    # its own slots (4 MiB more) while rank 0's caller is away.
+    env = {"CHORUS_TCP_BUSY_POLL_US": "100000", "CHORUS_SPIN_NS": "100000000",
+           "CHORUS_NSOCKS": "1", "CHORUS_SOCKET_BUFSIZE": "64K", "CHORUS_BUFFSIZE": "4M",
+           "CHORUS_TCP_CHUNKSIZE": "512K"}
+    xs = []
+    for k in env:
+        xs += ["-x", k]
+    try:
+        _, out, err, took = c.chorusrun(
+            spec, xs + [c.exe("tests/multinode/away_recv"), "--marker", marker,
+                        "--bytes", str(6 << 20), "--within", "20"],
+            env=env, timeout=120)
+    finally:
+        if os.path.exists(marker):
+            os.unlink(marker)
+    expect("sender finished" in out and " 0 of " in out, "unexpected output:\n%s\n%s" % (out, err))
+    log("%s (%.1f s in all)" % (out.strip(), took))
+
+
 def inner(case, src, build):
     c = Cluster(src, build)
     if case == "chorusrun_2x2":
@@ -665,6 +699,8 @@ def inner(case, src, build):
         case_shrink_kill(c)
     elif case == "shrink_cut":
         case_shrink_cut(c)
+    elif case == "away":
+        case_away(c)
     log("%s: PASS" % case)
 
 

@@ -113,9 +113,14 @@ struct RecvChannel : Channel {
   /// `busyPollNs` without a message (it kicks the thread then). While the application
   /// polls, arrivals do not wake the progress thread at all.
   std::atomic<bool> proxyOwned{true};
-  int64_t busyPollNs = 0;   // CHORUS_TCP_BUSY_POLL_US
-  int64_t pollStart = 0;    // application only: when the current run of empty polls began
-  int64_t lastDrive = 0;    // application only: when it last read the sockets
+  int64_t busyPollNs = 0;  // CHORUS_TCP_BUSY_POLL_US
+  int64_t pollStart = 0;   // application only: when the current run of empty polls began
+  int64_t lastDrive = 0;   // application only: when it last read the sockets
+  /// When the application last polled (a copy of lastDrive the progress thread may read):
+  /// sockets it left unread for kReclaimNs go back to the progress thread (Proxy::reclaim),
+  /// so bytes never wait in the kernel for a caller busy elsewhere (computing, or blocked
+  /// on another transport) for longer than that.
+  std::atomic<int64_t> appPolledNs{0};
   size_t pollMaxBytes = 0;  // CHORUS_TCP_POLL_MAX_BYTES: no polling after a larger message
   size_t lastBytes = 0;     // application only: size of the last message it received
 

@@ -55,14 +55,22 @@ struct RecvSide {
     // next ones into free slots while this thread reduces the last (it would read them
     // only once it waits again).
     const int64_t budget = c->lastBytes > c->pollMaxBytes ? 0 : c->busyPollNs;
-    if (now - c->pollStart < budget) {
-      if (c->proxyOwned.load(std::memory_order_relaxed))
+    // A waiter about to sleep on the doorbell counts itself a sleeper before its last look
+    // (waitSlow), and its spin budget may end long before ours: only the progress thread
+    // can ring that doorbell, so it must own the sockets before anyone sleeps. (Left with
+    // the application, the bytes sat in the socket until the futex slice ran out: 10 ms.)
+    const bool sleeper = c->bell->sleepers.load(std::memory_order_seq_cst) != 0;
+    if (now - c->pollStart < budget && !sleeper) {
+      if (c->proxyOwned.load(std::memory_order_relaxed)) {
+        c->appPolledNs.store(now, std::memory_order_relaxed);  // before the progress thread looks
         c->proxyOwned.store(false, std::memory_order_seq_cst);
+      }
       // Waiters poll in a tight loop before they first yield (tuned for a load from
       // memory): a recv per poll would keep the core for hundreds of microseconds, from
       // the very peer we wait for when ranks share cores. So read at most every kPollGapNs.
       if (now - c->lastDrive >= kPollGapNs) {
         c->lastDrive = now;
+        c->appPolledNs.store(now, std::memory_order_relaxed);
         if (c->drive()) h = c->head.load(std::memory_order_acquire);
         if (h > c->released.load(std::memory_order_relaxed)) c->pollStart = 0;
       }

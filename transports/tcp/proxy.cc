@@ -20,6 +20,10 @@ namespace {
 // Unauthenticated sockets kept at once: a flood of strangers evicts the oldest instead of
 // exhausting file descriptors. Real peers send their hello as soon as they connect.
 constexpr size_t kMaxPending = 128;
+// How long sockets a waiter read itself may stay unwatched after it stopped polling: the
+// caller left with its message and is busy elsewhere, and whatever arrives next must not
+// wait in the kernel for its return (a peer whose sends fill the socket would stall on it).
+constexpr int64_t kReclaimNs = 1000000;  // 1 ms
 }  // namespace
 
 chorusResult_t Proxy::start(Fd listener, std::vector<RecvChannel*> recvByRank) {
@@ -113,6 +117,24 @@ void Proxy::armRecv(RecvChannel* c) {
   }
 }
 
+bool Proxy::reclaim() {
+  bool any = false;
+  int64_t now = 0;
+  for (RecvChannel* c : recvByRank_) {
+    if (!c || c->proxyOwned.load(std::memory_order_relaxed) || !c->active.load() || !c->healthy())
+      continue;
+    if (now == 0) now = nowNs();
+    if (now - c->appPolledNs.load(std::memory_order_relaxed) < kReclaimNs) {
+      any = true;
+      continue;
+    }
+    // A caller polling again right now just takes the sockets back (it stores false).
+    c->proxyOwned.store(true, std::memory_order_seq_cst);
+    serveRecv(c);
+  }
+  return any;
+}
+
 bool Proxy::drained(const proxied::ProxiedChannel* pc) const {
   const auto* c = static_cast<const Channel*>(pc);
   return c->tag.kind != EpollTag::kSend || static_cast<const SendChannel*>(c)->drained();
@@ -132,7 +154,12 @@ void Proxy::loop() {
     runKicks();
     if (finished()) break;
     int n = 0;
-    if (maySleep()) n = ::epoll_wait(epollFd(), evs, 64, mode() == kDrain ? 10 : -1);
+    const bool appOwned = reclaim();
+    if (maySleep())
+      n = ::epoll_wait(epollFd(), evs, 64,
+                       mode() == kDrain ? 10
+                       : appOwned       ? static_cast<int>(kReclaimNs / 1000000)
+                                        : -1);
     awake();
     if (n < 0 && errno != EINTR) {
       CHORUS_WARN(kLogNet, "epoll_wait: %s", strerror(errno));

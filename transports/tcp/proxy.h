@@ -61,6 +61,10 @@ class Proxy final : public proxied::ProgressThread {
   void armRecv(RecvChannel* c);
   /// A receive channel's event or kick: read, then re-arm if the thread still owns it.
   void serveRecv(RecvChannel* c);
+  /// Takes back the sockets of every receive channel whose application stopped polling
+  /// more than kReclaimNs ago; returns whether any channel is still the application's
+  /// (then the loop sleeps at most kReclaimNs).
+  bool reclaim();
 
   const int rank_;
   const uint64_t token_;
