@@ -121,13 +121,12 @@ TEST(TuningModel, TcpPicksDirectForTinyAndRingForLarge) {
   }
 }
 
-TEST(TuningModel, TcpTreeCorrectionPicksTreeWhereMeasuredFaster) {
-  // docs/PERF.md, 2 namespaced hosts over tcp: the tree beat the ring by ~10% from 128 to
-  // 256 KiB and lost from 1 MiB on.
+TEST(TuningModel, TcpTreeCorrectionFollowsTheMeasurement) {
+  // docs/PERF.md "Tuning over tcp after the second pass", 2 namespaced hosts: the ring beat
+  // the tree at every size from 32 KiB (the tree took 1.37-1.85x its time), so the
+  // corrected model never picks the tree there; the factors were fitted so that it does not.
   const ModelShape tcp = tcpHosts(2, 1);
-  EXPECT_EQ(best(tcp, 128 << 10), Algo::Tree);
-  EXPECT_EQ(best(tcp, 256 << 10), Algo::Tree);
-  for (size_t b : {size_t{1} << 20, size_t{4} << 20, size_t{256} << 20})
+  for (size_t b = size_t{32} << 10; b <= size_t{256} << 20; b *= 2)
     EXPECT_EQ(best(tcp, b), Algo::Ring) << b;
   // Only every-hop-tcp communicators are corrected: shared memory keeps the ring.
   EXPECT_EQ(best(shmShape(2), 256 << 10), Algo::Ring);
