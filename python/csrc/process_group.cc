@@ -79,18 +79,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
     throw std::runtime_error(std::string("chorus ") + name + " failed on rank " +
                              std::to_string(rank_) + ": " + detail);
   };
+  // The call's one Work (it takes the outputs, the completion and the kept tensors).
+  auto newWork = [&] {
+    return c10::make_intrusive<ChorusWork>(rank_, type, name, ++seq_, opTimeout(mode.timeout),
+                                           std::move(outputs), std::move(finish),
+                                           std::move(keepAlive), queue_, sourceRank);
+  };
+  // A Work that is over before it is returned: failed with `error`, or done if it is "".
+  auto completed = [&](const std::string& error) {
+    auto work = newWork();
+    work->complete(error);
+    return work;
+  };
   // Once an operation of this group failed, the communicator is not trusted: a later one
   // fails with that first error at once and is never issued (issuing it would run a
   // collective the other ranks may never join, and wait out the timeout again).
   if (!coalescing_) {
     std::string first = queue_->firstFailure();
-    if (!first.empty()) {
-      auto work = c10::make_intrusive<ChorusWork>(
-          rank_, type, name, ++seq_, opTimeout(mode.timeout), std::move(outputs), std::move(finish),
-          std::move(keepAlive), queue_, sourceRank);
-      work->complete(first);
-      return work;
-    }
+    if (!first.empty()) return completed(first);
   }
   // A per-operation timeout other than the group's is only honoured by Work::wait, so such
   // an operation takes the stream.
@@ -100,17 +106,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
     bool argumentError = false;
     if (queue_->runInline([&] { return issue(nullptr); }, &error, &argumentError)) {
       if (argumentError) refused(chorusGetLastError(comm_));
-      auto work = c10::make_intrusive<ChorusWork>(
-          rank_, type, name, ++seq_, opTimeout(mode.timeout), std::move(outputs), std::move(finish),
-          std::move(keepAlive), queue_, sourceRank);
-      work->complete(error);
-      return work;
+      return completed(error);
     }
   }
   if (issue(stream_) != chorusSuccess) refused(chorusGetLastError(comm_));
-  auto work = c10::make_intrusive<ChorusWork>(rank_, type, name, ++seq_, opTimeout(mode.timeout),
-                                              std::move(outputs), std::move(finish),
-                                              std::move(keepAlive), queue_, sourceRank);
+  auto work = newWork();
   if (coalescing_)
     coalesced_.push_back(work);  // its calls run at chorusGroupEnd, not yet
   else
