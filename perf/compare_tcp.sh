@@ -16,6 +16,8 @@
 #                   shown in extra columns: before/after in the same run
 #   env BASE_ENV="VAR=VALUE ..."  environment of the BASE runs only (e.g. the same binary
 #                   with another setting: BASE=build/perf/all_reduce_perf BASE_ENV=...)
+#   env CLUSTER_NAME=C CLUSTER_SUBNET=A.B.C  the tools/cluster name and subnet (default
+#                   perftcp, 10.77.0): two runs at once need different ones
 #   env CHORUS_SPIN_NS=...  when HOSTS x PPN exceeds this machine's cores the script sets
 #                   2000 (spin 2 us, then sleep) unless given: the counterpart of Open MPI's
 #                   mpi_yield_when_idle below; the table's header lists the CHORUS_* settings
@@ -35,7 +37,8 @@ if [ "${1:-}" != "--inner" ]; then
     [ -x "$BUILD/$f" ] || { echo "$0: missing $BUILD/$f (build it first)" >&2; exit 2; }
   done
   command -v iperf3 >/dev/null || { echo "$0: iperf3 not found (tools/deps installs it)" >&2; exit 2; }
-  exec "$SRC/tools/cluster" run --name perftcp --hosts "${HOSTS:-2}" --force -- "$0" --inner "$BUILD"
+  exec "$SRC/tools/cluster" run --name "${CLUSTER_NAME:-perftcp}" --subnet "${CLUSTER_SUBNET:-10.77.0}" \
+    --hosts "${HOSTS:-2}" --force -- "$0" --inner "$BUILD"
 fi
 
 BUILD=$2
