@@ -51,6 +51,39 @@ def main():
     assert not left, "busy loops left running: %s" % left
     print("perf-rounds: %d sizes, both libraries, 2 rounds: table matches the raw runs" %
           len(sizes))
+    check_auto_iterations(tool, build)
+
+
+def header_iters(path):
+    """(warm-up, iterations) from a perf binary's header line."""
+    for line in open(path):
+        if line.startswith("# nThread"):
+            words = line.split()
+            return (int(words[words.index("warmup") + 2]), int(words[words.index("iters:",
+                    words.index("warmup") + 3) + 1]))
+    raise AssertionError("no header in %s" % path)
+
+
+def check_auto_iterations(tool, build):
+    """-n auto (the default): each size gets the iteration count of its own (512 MiB per
+    timed loop, 20-20000), in one sweep per count, the same for both libraries."""
+    out = tempfile.mkdtemp(prefix="perf-rounds-auto-")
+    p = subprocess.run([tool, "--np", "2", "--rounds", "1", "--build", build, "--out", out,
+                        "-b", "256K", "-e", "2M", "-f", "8"],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, "perf-rounds -n auto failed:\n%s\n%s" % (p.stdout, p.stderr)
+    want = {"sweep1": (204, 2048), "sweep2": (25, 256)}  # 256 KiB, 2 MiB
+    for sweep, (w, n) in want.items():
+        for lib in ("chorus", "mpi"):
+            got = header_iters(os.path.join(out, "raw", "round1", sweep,
+                                            "%s.all_reduce.np2.txt" % lib))
+            assert got == (w, n), (sweep, lib, got, (w, n))
+    rows = list(csv.DictReader(open(os.path.join(out, "rounds.csv"))))
+    seen = sorted({(r["library"], int(r["size"])) for r in rows})
+    assert seen == [("Chorus", 262144), ("Chorus", 2097152), ("Open MPI", 262144),
+                    ("Open MPI", 2097152)], seen
+    assert "-n 2048 -w 204" in p.stdout and "-n 256 -w 25" in p.stdout, p.stdout
+    print("perf-rounds -n auto: 2048 and 256 iterations at 256 KiB and 2 MiB, both libraries")
 
 
 if __name__ == "__main__":
