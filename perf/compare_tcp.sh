@@ -67,13 +67,16 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 SECONDS=0
 
 # The link's ceiling: iperf3 from host 0 to host 1, one stream and as many as Chorus uses
-# per connection (CHORUS_NSOCKS, default 2).
+# per connection (CHORUS_NSOCKS, default 2), with the congestion control Chorus puts on its
+# sockets (CHORUS_TCP_CONGESTION, default cubic; empty: the system's, like Open MPI's).
 NSOCKS=${CHORUS_NSOCKS:-2}
+IPERF_CC=${CHORUS_TCP_CONGESTION-cubic}
+IPERF_CC_TEXT=${IPERF_CC:-"the system default"}
 iperf() {
   on "$H1" iperf3 -s -1 -p 5201 > "$TMP/iperf-server.$1.txt" 2>&1 &
   local server=$!
   sleep 0.5
-  on "$H0" iperf3 -c "$H1" -p 5201 -t 5 -P "$1" -J > "$TMP/iperf.$1.json"
+  on "$H0" iperf3 -c "$H1" -p 5201 -t 5 -P "$1" ${IPERF_CC:+-C "$IPERF_CC"} -J > "$TMP/iperf.$1.json"
   wait "$server" || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"] / 8e9))' "$TMP/iperf.$1.json"
 }
@@ -147,7 +150,7 @@ cat <<EOF
   (Chorus settings in the environment: ${CHORUS_ENV:-none}${BASE:+; the before/BASE runs add: ${BASE_ENV:-nothing}})
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
 - FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
-- The link: iperf3 from host 0 to host 1, 5 s: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
+- The link: iperf3 from host 0 to host 1, 5 s, congestion control $IPERF_CC_TEXT: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
   with $NSOCKS. A 2-rank all-reduce of S bytes sends S bytes each way per rank, so the
   link caps busbw (= algbw for 2 ranks) at about the iperf3 figure, if both directions run
   at full speed at once.

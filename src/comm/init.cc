@@ -132,6 +132,7 @@ void fillTransportOptions(TransportContext* ctx) {
   tcp.sockBuf = paramInt(Param::SocketBuf);
   tcp.busyPollNs = std::max<int64_t>(paramInt(Param::TcpBusyPollUs), 0) * 1000;
   tcp.pollMaxBytes = paramInt(Param::TcpPollMaxBytes);
+  tcp.congestion = paramString(Param::TcpCongestion);
   tcp.timeoutNs = timeoutS * 1000000000ll;
   RdmaOptions& rdma = ctx->rdma;
   rdma.disable = paramInt(Param::IbDisable) != 0;

@@ -117,6 +117,9 @@ const ParamInfo kParams[] = {
      "process_vm_readv/writev only for results below this many bytes (others go through the "
      "FIFO unless registered); 0 (default): never, the FIFO was faster at every size measured; "
      "-1: no limit."},
+    {"CHORUS_TCP_CONGESTION", "cubic",
+     "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); empty: the "
+     "system's default. A name the kernel refuses keeps the default (logged)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

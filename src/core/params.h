@@ -58,6 +58,7 @@ enum class Param : int {
   SingleCopyBytes,     // CHORUS_SINGLE_COPY_THRESHOLD
   CmaDisable,          // CHORUS_CMA_DISABLE
   CmaMax,              // CHORUS_CMA_MAX
+  TcpCongestion,       // CHORUS_TCP_CONGESTION
   Count
 };
 

@@ -15,10 +15,17 @@
 namespace chorus {
 namespace tcp {
 
-void tuneSocket(int fd, int64_t bufBytes) {
+bool setCongestion(int fd, const std::string& name) {
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                    static_cast<socklen_t>(name.size())) == 0;
+}
+
+void tuneSocket(int fd, int64_t bufBytes, const std::string& congestion) {
   int one = 1;
   if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
     CHORUS_INFO(kLogNet, "TCP_NODELAY: %s", strerror(errno));
+  if (!congestion.empty() && !setCongestion(fd, congestion))
+    CHORUS_INFO(kLogNet, "TCP_CONGESTION %s: %s", congestion.c_str(), strerror(errno));
   if (bufBytes <= 0) return;
   int b = bufBytes > (1 << 30) ? (1 << 30) : static_cast<int>(bufBytes);
   // The kernel caps these at net.core.{w,r}mem_max; not fatal, only slower.
@@ -29,10 +36,11 @@ void tuneSocket(int fd, int64_t bufBytes) {
 }
 
 chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t bufBytes,
-                                 int64_t deadlineNs, const char* what, Fd* out) {
+                                 const std::string& congestion, int64_t deadlineNs,
+                                 const char* what, Fd* out) {
   Fd fd;
   CHORUS_CHECK(connectRetry(to, deadlineNs, -1, &fd, what));
-  tuneSocket(fd.get(), bufBytes);
+  tuneSocket(fd.get(), bufBytes, congestion);
   CHORUS_CHECK(sendAll(fd.get(), &hello, sizeof(hello), deadlineNs, -1, what));
   *out = std::move(fd);
   return chorusSuccess;

@@ -63,7 +63,14 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   CHORUS_CHECK(listenOn(bindAddr, false, &listener, &bound));
   // Accepted sockets inherit the buffer sizes, and the window scale is chosen from them
   // when the handshake completes, before we could set anything on the accepted socket.
-  tuneSocket(listener.get(), opt_.sockBuf);
+  // The congestion control is tried once here: a name the kernel refuses (not built, or
+  // not allowed for this user) is dropped for every socket, with one line in the log.
+  if (!opt_.congestion.empty() && !setCongestion(listener.get(), opt_.congestion)) {
+    CHORUS_INFO(kLogNet, "CHORUS_TCP_CONGESTION=%s refused (%s): sockets keep the system's",
+                opt_.congestion.c_str(), strerror(errno));
+    opt_.congestion.clear();
+  }
+  tuneSocket(listener.get(), opt_.sockBuf, opt_.congestion);
   uint64_t token = 0;
   CHORUS_CHECK(randomToken(&token));
 
@@ -127,7 +134,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   snprintf(what, sizeof(what), "the TCP listener of %s", desc);
   for (int i = 0; i < opt_.nsocks; ++i) {
     Hello h{kHelloMagic, ci.token, ctx.rank, i};
-    CHORUS_CHECK(openAuthenticated(addr, h, opt_.sockBuf, deadline, what,
+    CHORUS_CHECK(openAuthenticated(addr, h, opt_.sockBuf, opt_.congestion, deadline, what,
                                    &sc->socks[static_cast<size_t>(i)].fd));
   }
   SendChannel* s = sc.get();

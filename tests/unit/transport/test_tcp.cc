@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "src/core/checks.h"
 #include "src/core/wait.h"
+#include "transports/tcp/socket_util.h"
 #include "transports/tcp/transport.h"
 #include "transports/tcp/wire.h"
 
@@ -211,6 +213,36 @@ TEST(TcpTransport, TinySocketBuffersStillDeliverEverything) {
   std::thread a([&] { sendMessages(net.s(0, 1), 300); });
   recvMessages(net.r(1, 0), 300);
   a.join();
+}
+
+// CHORUS_TCP_CONGESTION: the name lands on the socket (reno is built into every kernel
+// and allowed for every user), a name the kernel does not know is refused without touching
+// the socket's own, and a transport given such a name still connects and delivers.
+TEST(TcpTransport, CongestionControlIsSetOrRefusedHarmlessly) {
+  auto current = [](int fd) {
+    char name[32] = {};
+    socklen_t len = sizeof(name);
+    EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+    return std::string(name, strnlen(name, sizeof(name)));
+  };
+  Fd a(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(a.valid());
+  const std::string before = current(a.get());
+  EXPECT_FALSE(tcp::setCongestion(a.get(), "no-such-cc"));
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(current(a.get()), before);
+  tcp::tuneSocket(a.get(), 0, "reno");
+  EXPECT_EQ(current(a.get()), "reno");
+  tcp::tuneSocket(a.get(), 0, "");  // empty: left as it is
+  EXPECT_EQ(current(a.get()), "reno");
+
+  tcp::Options o = opts(2);
+  o.congestion = "no-such-cc";
+  Net net(2, o);
+  net.connectAll();
+  std::thread t([&] { sendMessages(net.s(0, 1), 100); });
+  recvMessages(net.r(1, 0), 100);
+  t.join();
 }
 
 // Who reads the sockets: the waiting thread polls them itself for busyPollNs, then the
