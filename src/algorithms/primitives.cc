@@ -114,11 +114,14 @@ chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, vo
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
-  // Reduce into the outgoing slot (stays in cache), then copy that to the user's buffer.
-  kernels::reduce(spec_, out, in, local, count, kApplyPre | (post ? kApplyPost : 0u));
+  // One pass: the result goes to the outgoing slot (ordinary stores: the peer reads it
+  // next) and to the user's buffer (streaming stores when large), block by block while the
+  // block is in L1. Writing the slot first and copying it out afterwards read every byte
+  // of the slot a second time (docs/PERF.md, "Fused reduce-copy").
+  kernels::reduceCopy(spec_, out, dst, in, local, count,
+                      kApplyPre | (post ? kApplyPost : 0u) | (streaming_ ? kStreaming : 0u));
   comm_->recvConn[static_cast<size_t>(from)]->release();
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  kernels::copy(dst, out, bytes, streaming_);
   return chorusSuccess;
 }
 
