@@ -131,9 +131,13 @@ chorusResult_t Prims::recvCopySend(int from, int to, void* dst, size_t count) {
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
-  std::memcpy(out, in, bytes);
+  // Both copies from one read of the incoming slot (reduceCopy without an accumulator or
+  // decorations is a copy to two places).
+  if (dst)
+    kernels::reduceCopy(spec_, out, dst, nullptr, in, count, streaming_ ? kStreaming : 0u);
+  else
+    std::memcpy(out, in, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  if (dst) kernels::copy(dst, in, bytes, streaming_);
   comm_->recvConn[static_cast<size_t>(from)]->release();
   return chorusSuccess;
 }
@@ -142,9 +146,11 @@ chorusResult_t Prims::copySend(int to, const void* src, void* dst, size_t count)
   void* out;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(acquireOut(to, &out));
-  std::memcpy(out, src, bytes);
+  if (dst && dst != src)  // one read of src for both copies
+    kernels::reduceCopy(spec_, out, dst, nullptr, src, count, streaming_ ? kStreaming : 0u);
+  else
+    std::memcpy(out, src, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  if (dst && dst != src) kernels::copy(dst, src, bytes, streaming_);
   return chorusSuccess;
 }
 

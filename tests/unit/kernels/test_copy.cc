@@ -65,7 +65,8 @@ TEST_P(KernelsCopy, ReduceWithoutAccCopies) {
 
 // reduceCopy() writes reduce()'s bits to both destinations (checked against reduce(), which
 // test_reduce.cc checks against the independent reference), for sizes around its blocks,
-// odd alignments, every decoration, streaming or not, and dst2 aliasing acc or local; and
+// odd alignments, every decoration, streaming or not, dst2 aliasing acc or local, and no acc
+// (a copy to two places); and
 // writes nothing outside either destination.
 TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
   struct T {
@@ -77,7 +78,7 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
   std::mt19937 rng(11);
   for (const T& t : kTypes)
     for (size_t count : kCounts)
-      for (int alias = 0; alias < 3; ++alias)  // 0: none, 1: dst2 == local, 2: dst2 == acc
+      for (int alias = 0; alias < 4; ++alias)  // 0: none, 1: dst2 == local, 2: == acc, 3: no acc
         for (unsigned flags :
              {0u, unsigned{ck::kStreaming}, unsigned{ck::kApplyPre | ck::kApplyPost},
               unsigned{ck::kApplyPre | ck::kApplyPost | ck::kStreaming}}) {
@@ -100,7 +101,7 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
           for (auto& b : acc) b = static_cast<unsigned char>(rng() & 0x3f);  // finite values
           for (auto& b : loc) b = static_cast<unsigned char>(rng() & 0x3f);
           const size_t mis = (count % 3) * t.elem;  // vary dst2's alignment by elements
-          unsigned char* a = acc.data() + mis % 8;
+          unsigned char* a = alias == 3 ? nullptr : acc.data() + mis % 8;  // 3: a copy
           unsigned char* l = loc.data() + mis % 8;
           ops().reduce(spec, want.data(), a, l, count,
                        flags & ~static_cast<unsigned>(ck::kStreaming));
@@ -115,7 +116,7 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
             ASSERT_EQ(d[i], 0x5a);
             ASSERT_EQ(d[pad + bytes + i], 0x5a);
           }
-          if (alias == 0) {
+          if (alias == 0 || alias == 3) {
             for (size_t i = 0; i < pad + mis; ++i) ASSERT_EQ(d2[i], 0xa5);
             for (size_t i = pad + mis + bytes; i < d2.size(); ++i) ASSERT_EQ(d2[i], 0xa5);
           }
