@@ -273,14 +273,13 @@ void reduceImpl(const ReduceSpec& spec, void* dst, const void* acc, const void* 
 }
 
 /// memcpy, or non-temporal stores of whole registers between a memcpy'd head and tail.
-/// Returns whether it streamed (the caller then owes a fence before publishing).
-bool copyBody(void* dst, const void* src, size_t bytes, bool streaming) {
+void copyImpl(void* dst, const void* src, size_t bytes, bool streaming) {
   constexpr size_t B = vec::kVB;
   using V = Vec<unsigned char>;
   // Below a few registers the head/tail handling costs more than the cache pollution.
   if (!streaming || bytes < 8 * B) {
     if (bytes) std::memcpy(dst, src, bytes);
-    return false;
+    return;
   }
   auto* d = static_cast<uchar*>(dst);
   auto* s = static_cast<const uchar*>(src);
@@ -300,18 +299,19 @@ bool copyBody(void* dst, const void* src, size_t bytes, bool streaming) {
     vec::streamStore<B>(d + i, &v);
   }
   std::memcpy(d + i, s + i, bytes - i);
-  return true;
+  vec::streamFence();
 }
 
-void copyImpl(void* dst, const void* src, size_t bytes, bool streaming) {
-  if (copyBody(dst, src, bytes, streaming)) vec::streamFence();
-}
-
-/// reduce() into dst (ordinary stores), and the same values into dst2 (streaming when
-/// flagged), in one pass over the inputs: block by block, each block reduced into dst and
-/// then copied from there while it is still in L1. kFuseBlock bytes of output per block:
-/// with its two input blocks it stays within a quarter-to-half of the smallest L1d of any
-/// x86-64 or Arm server core (32 KiB), so the copy's reads hit L1 on every CPU.
+/// reduce() into dst (ordinary stores), and the same values into dst2, in one pass over the
+/// inputs: block by block, each block reduced into dst and then copied from there while it
+/// is still in L1. kFuseBlock bytes of output per block: with its two input blocks it stays
+/// within a quarter-to-half of the smallest L1d of any x86-64 or Arm server core (32 KiB),
+/// so the copy's reads hit L1 on every CPU.
+/// With streaming stores for dst2 (large outputs, whose inputs come from DRAM) the blocks
+/// are not used: short bursts of streaming stores between the reads cost more than the
+/// second read of dst saves (a 512 KiB piece of a 64 MiB buffer on Zen 5: 0.78-0.89x with
+/// 4 KiB blocks, par with 64 KiB ones; docs/PERF.md "Fused reduce-copy"), so the whole of
+/// dst is reduced first and then streamed out in one run.
 constexpr size_t kFuseBlock = 4096;
 
 void reduceCopyImpl(const ReduceSpec& spec, void* dst, void* dst2, const void* acc,
@@ -321,18 +321,21 @@ void reduceCopyImpl(const ReduceSpec& spec, void* dst, void* dst2, const void* a
   if (elem == 0) return;
   const bool stream = (flags & kStreaming) != 0;
   const unsigned f = flags & ~static_cast<unsigned>(kStreaming);
+  if (stream) {
+    reduceImpl(spec, dst, acc, local, count, f);
+    copyImpl(dst2, dst, count * elem, true);
+    return;
+  }
   const size_t step = kFuseBlock / elem;
   auto* d = static_cast<uchar*>(dst);
   auto* d2 = static_cast<uchar*>(dst2);
   auto* a = static_cast<const uchar*>(acc);
   auto* l = static_cast<const uchar*>(local);
-  bool fence = false;
   for (size_t i = 0; i < count; i += step) {
     const size_t k = std::min(step, count - i), o = i * elem;
     reduceImpl(spec, d + o, a ? a + o : nullptr, l + o, k, f);
-    fence |= copyBody(d2 + o, d + o, k * elem, stream);
+    if (k * elem) std::memcpy(d2 + o, d + o, k * elem);
   }
-  if (fence) vec::streamFence();
 }
 
 // Bulk conversions through the register code of the reduce kernels.
