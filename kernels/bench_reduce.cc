@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -73,6 +74,34 @@ void smallReduce(benchmark::State& st, chorusDataType_t type) {
   }
 }
 
+// A ring step's result to the outgoing slot and the user's buffer: reduce into the slot and
+// copy the slot out (`fused` false) or reduceCopy (true). The slot (and the peer's slot it
+// reads) is one 512 KiB piece that stays in cache; the user's buffers are range(0) bytes,
+// walked piece by piece (range(1): streaming stores for the output).
+void ringStep(benchmark::State& st, const ck::IsaOps* ops, bool fused) {
+  const size_t bytes = static_cast<size_t>(st.range(0));
+  const bool stream = st.range(1) != 0;
+  const size_t piece = std::min<size_t>(bytes, 512 << 10), count = piece / sizeof(float);
+  Buffer slotIn(piece), slotOut(piece), in(bytes), out(bytes);
+  std::memset(slotIn.p, 0, piece);
+  std::memset(in.p, 0, bytes);
+  ck::ReduceSpec spec;  // float32 sum
+  const unsigned flags = stream ? ck::kStreaming : 0u;
+  for (auto _ : st) {
+    for (size_t o = 0; o + piece <= bytes; o += piece) {
+      if (fused) {
+        ops->reduceCopy(spec, slotOut.p, out.p + o, slotIn.p, in.p + o, count, flags);
+      } else {
+        ops->reduce(spec, slotOut.p, slotIn.p, in.p + o, count, 0);
+        ops->copy(out.p + o, slotOut.p, piece, stream);
+      }
+    }
+    benchmark::DoNotOptimize(out.p);
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(bytes));
+}
+
 void registerAll() {
   const long kSizes[] = {64 << 10, 1 << 20, 16 << 20};
   for (int i = 0; i < ck::kNumIsas; ++i) {
@@ -89,6 +118,12 @@ void registerAll() {
         [ops](benchmark::State& st) { reduceF32(st, ops, ck::kStreaming); });
     add("copy/" + isa, [ops](benchmark::State& st) { copyBytes(st, ops, false); });
     add("copy_stream/" + isa, [ops](benchmark::State& st) { copyBytes(st, ops, true); });
+    for (bool fused : {false, true}) {
+      auto* b = benchmark::RegisterBenchmark(
+          ((fused ? "ring_step_reduce_copy/" : "ring_step_reduce_then_copy/") + isa).c_str(),
+          [ops, fused](benchmark::State& st) { ringStep(st, ops, fused); });
+      b->Args({512 << 10, 0})->Args({4 << 20, 0})->Args({64 << 20, 1})->MinTime(0.2);
+    }
   }
   benchmark::RegisterBenchmark("small_sum_f32/dispatched",
                                [](benchmark::State& st) { smallReduce(st, chorusFloat32); })

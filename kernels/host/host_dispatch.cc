@@ -104,6 +104,11 @@ void reduce(const ReduceSpec& spec, void* dst, const void* acc, const void* loca
   activeIsa().reduce(spec, dst, acc, local, count, flags);
 }
 
+void reduceCopy(const ReduceSpec& spec, void* dst, void* dst2, const void* acc, const void* local,
+                size_t count, unsigned flags) {
+  activeIsa().reduceCopy(spec, dst, dst2, acc, local, count, flags);
+}
+
 void copy(void* dst, const void* src, size_t bytes, bool streaming) {
   activeIsa().copy(dst, src, bytes, streaming);
 }

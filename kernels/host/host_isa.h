@@ -25,6 +25,9 @@ struct IsaOps {
   void (*floatToHalf)(uint16_t* dst, const float* src, size_t n);
   void (*bf16ToFloat)(float* dst, const uint16_t* src, size_t n);
   void (*floatToBf16)(uint16_t* dst, const float* src, size_t n);
+  /// reduce() into dst and dst2 at once (reduceCopy in host_reduce.h).
+  void (*reduceCopy)(const ReduceSpec& spec, void* dst, void* dst2, const void* acc,
+                     const void* local, size_t count, unsigned flags);
 };
 
 enum class Isa : int { Baseline = 0, Avx2 = 1, Avx512 = 2 };

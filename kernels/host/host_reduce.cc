@@ -12,6 +12,8 @@
 #include "kernels/host/host_vec.h"
 #include "kernels/host/host_isa.h"
 
+#include <algorithm>
+
 #if !defined(CHORUS_ISA_NAME)
 #error "compile with -DCHORUS_ISA_NAME=\"<name>\""
 #endif
@@ -186,6 +188,23 @@ void runScalar(uchar* d, const uchar* a, const uchar* l, size_t n, const Extra<L
 
 void copyImpl(void* dst, const void* src, size_t bytes, bool streaming);
 
+/// Bytes per element (0 for an invalid type).
+size_t typeSizeOf(chorusDataType_t type) {
+  switch (type) {
+    case chorusInt8:
+    case chorusUint8: return 1;
+    case chorusFloat16:
+    case chorusBfloat16: return 2;
+    case chorusInt32:
+    case chorusUint32:
+    case chorusFloat32: return 4;
+    case chorusInt64:
+    case chorusUint64:
+    case chorusFloat64: return 8;
+    default: return 0;
+  }
+}
+
 /// The kernels one (type, op) needs, chosen by the flags. kSum: pre-multiplication is
 /// vectorized only for sum, the one op it is defined for (PreMulSum, float avg).
 template <class L, class Op, bool kSum>
@@ -283,6 +302,42 @@ void copyImpl(void* dst, const void* src, size_t bytes, bool streaming) {
   vec::streamFence();
 }
 
+/// reduce() into dst (ordinary stores), and the same values into dst2, in one pass over the
+/// inputs: block by block, each block reduced into dst and then copied from there while it
+/// is still in L1. kFuseBlock bytes of output per block: with its two input blocks it stays
+/// within a quarter-to-half of the smallest L1d of any x86-64 or Arm server core (32 KiB),
+/// so the copy's reads hit L1 on every CPU.
+/// With streaming stores for dst2 (large outputs, whose inputs come from DRAM) the blocks
+/// are not used: short bursts of streaming stores between the reads cost more than the
+/// second read of dst saves (a 512 KiB piece of a 64 MiB buffer on Zen 5: 0.78-0.89x with
+/// 4 KiB blocks, par with 64 KiB ones; docs/PERF.md "Fused reduce-copy"), so the whole of
+/// dst is reduced first and then streamed out in one run.
+constexpr size_t kFuseBlock = 4096;
+
+void reduceCopyImpl(const ReduceSpec& spec, void* dst, void* dst2, const void* acc,
+                    const void* local, size_t count, unsigned flags) {
+  if (count == 0) return;
+  const size_t elem = typeSizeOf(spec.type);
+  if (elem == 0) return;
+  const bool stream = (flags & kStreaming) != 0;
+  const unsigned f = flags & ~static_cast<unsigned>(kStreaming);
+  if (stream) {
+    reduceImpl(spec, dst, acc, local, count, f);
+    copyImpl(dst2, dst, count * elem, true);
+    return;
+  }
+  const size_t step = kFuseBlock / elem;
+  auto* d = static_cast<uchar*>(dst);
+  auto* d2 = static_cast<uchar*>(dst2);
+  auto* a = static_cast<const uchar*>(acc);
+  auto* l = static_cast<const uchar*>(local);
+  for (size_t i = 0; i < count; i += step) {
+    const size_t k = std::min(step, count - i), o = i * elem;
+    reduceImpl(spec, d + o, a ? a + o : nullptr, l + o, k, f);
+    if (k * elem) std::memcpy(d2 + o, d + o, k * elem);
+  }
+}
+
 // Bulk conversions through the register code of the reduce kernels.
 template <class L, bool kToFloat>
 void convert(void* dst, const void* src, size_t n) {
@@ -315,8 +370,8 @@ void floatToBf16Impl(uint16_t* d, const float* s, size_t n) {
 }  // namespace
 
 extern const IsaOps kOps;
-const IsaOps kOps = {CHORUS_ISA_NAME, reduceImpl,      copyImpl,       halfToFloatImpl,
-                     floatToHalfImpl, bf16ToFloatImpl, floatToBf16Impl};
+const IsaOps kOps = {CHORUS_ISA_NAME, reduceImpl,      copyImpl,        halfToFloatImpl,
+                     floatToHalfImpl, bf16ToFloatImpl, floatToBf16Impl, reduceCopyImpl};
 
 }  // namespace CHORUS_ISA_NS
 }  // namespace kernels

@@ -21,6 +21,15 @@ namespace kernels {
 void reduce(const ReduceSpec& spec, void* dst, const void* acc, const void* local, size_t count,
             unsigned flags);
 
+/// reduce() whose result goes to two places in one pass over the inputs: dst with ordinary
+/// stores (a buffer someone reads next, e.g. a FIFO slot: keep it in cache) and dst2 with
+/// streaming stores when kStreaming is in `flags` (e.g. the user's large output), ordinary
+/// ones otherwise. dst2 may alias acc or local exactly; dst may not overlap dst2, acc or
+/// local. Same bits as reduce() followed by copy(); with acc == nullptr and no decorations
+/// it copies `local` to both.
+void reduceCopy(const ReduceSpec& spec, void* dst, void* dst2, const void* acc, const void* local,
+                size_t count, unsigned flags);
+
 /// memcpy, with non-temporal stores when `streaming` (dst must not overlap src).
 void copy(void* dst, const void* src, size_t bytes, bool streaming);
 

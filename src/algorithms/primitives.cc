@@ -114,11 +114,23 @@ chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, vo
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
-  // Reduce into the outgoing slot (stays in cache), then copy that to the user's buffer.
-  kernels::reduce(spec_, out, in, local, count, kApplyPre | (post ? kApplyPost : 0u));
+  const unsigned flags = kApplyPre | (post ? kApplyPost : 0u);
+  if (streaming_) {
+    // Large output: reduce into the outgoing slot, publish it, then stream the slot (still
+    // in cache) to the user's buffer in one long run (reduceCopy in host_reduce.cc: short
+    // bursts of streaming stores between the reads cost more than the second read saves).
+    kernels::reduce(spec_, out, in, local, count, flags);
+    comm_->recvConn[static_cast<size_t>(from)]->release();
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+    kernels::copy(dst, out, bytes, true);
+    return chorusSuccess;
+  }
+  // One pass: the result goes to the outgoing slot and to the user's buffer, block by block
+  // while the block is in L1 (writing the whole slot first and copying it out afterwards
+  // read every byte of the slot a second time; docs/PERF.md "Fused reduce-copy").
+  kernels::reduceCopy(spec_, out, dst, in, local, count, flags);
   comm_->recvConn[static_cast<size_t>(from)]->release();
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  kernels::copy(dst, out, bytes, streaming_);
   return chorusSuccess;
 }
 
@@ -128,9 +140,16 @@ chorusResult_t Prims::recvCopySend(int from, int to, void* dst, size_t count) {
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
-  std::memcpy(out, in, bytes);
-  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  if (dst) kernels::copy(dst, in, bytes, streaming_);
+  if (dst && !streaming_) {
+    // Both copies from one read of the incoming slot (reduceCopy without an accumulator or
+    // decorations is a copy to two places).
+    kernels::reduceCopy(spec_, out, dst, nullptr, in, count, 0u);
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  } else {
+    std::memcpy(out, in, bytes);
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+    if (dst) kernels::copy(dst, in, bytes, true);
+  }
   comm_->recvConn[static_cast<size_t>(from)]->release();
   return chorusSuccess;
 }
@@ -139,9 +158,14 @@ chorusResult_t Prims::copySend(int to, const void* src, void* dst, size_t count)
   void* out;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(acquireOut(to, &out));
+  if (dst && dst != src && !streaming_) {  // one read of src for both copies
+    kernels::reduceCopy(spec_, out, dst, nullptr, src, count, 0u);
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+    return chorusSuccess;
+  }
   std::memcpy(out, src, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
-  if (dst && dst != src) kernels::copy(dst, src, bytes, streaming_);
+  if (dst && dst != src) kernels::copy(dst, src, bytes, true);
   return chorusSuccess;
 }
 

@@ -539,6 +539,14 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     p.algo = tables->pick(coll, bytes);
     p.proto = protoOf(p.algo);
   }
+  if (coll == Coll::AllReduce && p.algo == Algo::Ring && k.nranks == 2 && k.slotBytes > 0) {
+    // Two ranks on the ring do the same steps at the same time (each sends its half, then
+    // reduces the peer's, then copies the peer's result out), so cutting a rank's half into
+    // pieces overlaps nothing: every piece only adds handoffs (a cross-core round trip each,
+    // and a wake-up when the waiter slept). One piece per half, up to a slot.
+    const size_t half = (bytes / 2 + 63) & ~static_cast<size_t>(63);
+    p.pieceBytes = std::min(half, k.slotBytes);
+  }
   switch (coll) {
     case Coll::Scatter:
     case Coll::Gather:

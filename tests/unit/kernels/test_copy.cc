@@ -63,6 +63,66 @@ TEST_P(KernelsCopy, ReduceWithoutAccCopies) {
   EXPECT_EQ(l[999], 499.5f);
 }
 
+// reduceCopy() writes reduce()'s bits to both destinations (checked against reduce(), which
+// test_reduce.cc checks against the independent reference), for sizes around its blocks,
+// odd alignments, every decoration, streaming or not, dst2 aliasing acc or local, and no acc
+// (a copy to two places); and
+// writes nothing outside either destination.
+TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
+  struct T {
+    chorusDataType_t type;
+    size_t elem;
+  };
+  const T kTypes[] = {{chorusFloat32, 4}, {chorusInt8, 1}, {chorusFloat64, 8}, {chorusBfloat16, 2}};
+  const size_t kCounts[] = {0, 1, 3, 64, 1023, 1024, 1025, 4099, (1 << 18) + 5};
+  std::mt19937 rng(11);
+  for (const T& t : kTypes)
+    for (size_t count : kCounts)
+      for (int alias = 0; alias < 4; ++alias)  // 0: none, 1: dst2 == local, 2: == acc, 3: no acc
+        for (unsigned flags :
+             {0u, unsigned{ck::kStreaming}, unsigned{ck::kApplyPre | ck::kApplyPost},
+              unsigned{ck::kApplyPre | ck::kApplyPost | ck::kStreaming}}) {
+          ck::ReduceSpec spec;
+          spec.type = t.type;
+          spec.kind = ck::ReduceKind::Sum;
+          if (flags & ck::kApplyPre) {
+            spec.preMul = true;
+            if (t.type == chorusFloat32) {
+              const float two = 2.0f;
+              std::memcpy(spec.scalar, &two, sizeof two);
+            } else {
+              spec.scalar[0] = 1;  // small integer or tiny float: any value, same bits both ways
+            }
+            spec.postDiv = t.type == chorusInt8 ? 3 : 0;
+          }
+          const size_t bytes = count * t.elem, pad = 64;
+          std::vector<unsigned char> acc(bytes + 8), loc(bytes + 8), d(bytes + 2 * pad, 0x5a),
+              d2(bytes + 2 * pad + 8, 0xa5), want(bytes + 8);
+          for (auto& b : acc) b = static_cast<unsigned char>(rng() & 0x3f);  // finite values
+          for (auto& b : loc) b = static_cast<unsigned char>(rng() & 0x3f);
+          const size_t mis = (count % 3) * t.elem;  // vary dst2's alignment by elements
+          unsigned char* a = alias == 3 ? nullptr : acc.data() + mis % 8;  // 3: a copy
+          unsigned char* l = loc.data() + mis % 8;
+          ops().reduce(spec, want.data(), a, l, count,
+                       flags & ~static_cast<unsigned>(ck::kStreaming));
+          unsigned char* dst2 = alias == 1 ? l : alias == 2 ? a : d2.data() + pad + mis;
+          ops().reduceCopy(spec, d.data() + pad, dst2, a, l, count, flags);
+          ASSERT_EQ(std::memcmp(d.data() + pad, want.data(), bytes), 0)
+              << ops().name << " type=" << t.type << " count=" << count << " flags=" << flags;
+          ASSERT_EQ(std::memcmp(dst2, want.data(), bytes), 0)
+              << ops().name << " dst2, type=" << t.type << " count=" << count << " alias=" << alias
+              << " flags=" << flags;
+          for (size_t i = 0; i < pad; ++i) {
+            ASSERT_EQ(d[i], 0x5a);
+            ASSERT_EQ(d[pad + bytes + i], 0x5a);
+          }
+          if (alias == 0 || alias == 3) {
+            for (size_t i = 0; i < pad + mis; ++i) ASSERT_EQ(d2[i], 0xa5);
+            for (size_t i = pad + mis + bytes; i < d2.size(); ++i) ASSERT_EQ(d2[i], 0xa5);
+          }
+        }
+}
+
 CHORUS_INSTANTIATE_PER_ISA(KernelsCopy);
 
 TEST(KernelsDispatch, PicksBestVariantThisCpuRuns) {
@@ -95,6 +155,10 @@ TEST(KernelsDispatch, PublicEntryPoints) {
   std::vector<float> c(77, 0.0f);
   ck::copy(c.data(), d.data(), c.size() * sizeof(float), true);
   EXPECT_EQ(c, d);
+  std::vector<float> e(77, 0.0f), f(77, 0.0f);
+  ck::reduceCopy(spec, e.data(), f.data(), a.data(), l.data(), e.size(), ck::kStreaming);
+  EXPECT_EQ(e, d);
+  EXPECT_EQ(f, d);
 }
 
 TEST(KernelsDispatch, TypeSizes) {

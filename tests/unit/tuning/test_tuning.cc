@@ -303,6 +303,12 @@ TEST(ChoosePlan, FakeComm) {
   EXPECT_EQ(plan(2, "", "", 256 << 20).proto, chorus::Proto::Simple);
   EXPECT_TRUE(plan(2, "", "", 256 << 20).streaming);
   EXPECT_EQ(plan(2, "", "", 256 << 20).pieceBytes, size_t{512} << 10);
+  // Two ranks, ring: one piece per rank's half (no pipeline to fill), up to a slot.
+  EXPECT_EQ(plan(2, "ring", "", 256 << 10).pieceBytes, size_t{128} << 10);
+  EXPECT_EQ(plan(2, "ring", "", 1 << 20).pieceBytes, size_t{512} << 10);
+  EXPECT_EQ(plan(2, "ring", "", (256 << 10) + 4).pieceBytes, (size_t{128} << 10) + 64);
+  // More ranks: still several pieces per share, so the ring pipelines.
+  EXPECT_EQ(plan(4, "ring", "", 1 << 20).pieceBytes, size_t{64} << 10);
   EXPECT_EQ(plan(4, "tree", "", 8).algo, Algo::Tree);
   EXPECT_EQ(plan(4, "^direct", "", 8).algo == Algo::Direct, false);
   EXPECT_EQ(plan(4, "direct", "", 256 << 20).algo, Algo::Ring);
