@@ -12,8 +12,11 @@
 //      still reads its input or writes its output.
 // The work is spread over all ranks: in all-gather and all-to-all every rank reads its
 // blocks from the others, in gather every rank writes its block into the root's output,
-// in scatter every rank reads its block from the root's input, and in broadcast the root
-// writes part of every receiver's output while the receivers read the rest.
+// in scatter every rank reads its block from the root's input, in broadcast the root
+// writes part of every receiver's output while the receivers read the rest, and in a large
+// all-reduce on registered buffers every rank reduces one share straight from all inputs
+// and then copies the other shares from their owners' outputs (reduce once, copy once:
+// the memory floor's own count, where the FIFO ring adds a staging copy).
 // Whether a call runs here is decided from what every rank knows (size, CMA probe), and,
 // after step 1, from descriptors seen by both ends of every pair, so the ranks never
 // disagree; a buffer that cannot be reached falls back to the FIFO path.
@@ -28,6 +31,10 @@
 
 namespace chorus {
 namespace {
+
+// All-reduce swaps descriptors only from this size: the swap (~0.2 us) is then under 1% of
+// the call, and calls on unregistered buffers fall back to the FIFO ring after it.
+constexpr size_t kAllReduceSingleCopyMin = 256 * 1024;
 
 struct Desc {
   BufRef send;
@@ -237,6 +244,51 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
   return chorusSuccess;
 }
 
+// Registered buffers only (both ends mapped: a reduction reads peers' inputs in place; CMA
+// would copy them first and lose to the ring). Share q (cache-line aligned) is reduced by
+// rank q alone, its own input first and then the others' in rank order, so every rank ends
+// with the same bits. In place, rank q writes only share q of its buffer, which no peer
+// reads; the others' shares of it are overwritten only after everyone's reduction is done.
+chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
+  const std::vector<int> to = s.others(), from = s.othersFrom();
+  CHORUS_CHECK(s.swap(to, from, true, true));
+  for (int r = 0; r < s.n_; ++r)
+    if (!s.of(r).send.regionId || !s.of(r).recv.regionId) return chorusSuccess;  // all alike
+  const size_t elem = s.p_.elemSize(), count = s.a_.count;
+  const size_t n = static_cast<size_t>(s.n_), me = static_cast<size_t>(s.rank_);
+  const size_t align = std::max<size_t>(1, 64 / elem);
+  const size_t share = ((count + n - 1) / n + align - 1) / align * align;
+  auto first = [&](size_t q) { return std::min(q * share, count); };
+  auto len = [&](size_t q) { return std::min((q + 1) * share, count) - first(q); };
+  const kernels::ReduceSpec& spec = s.a_.spec;
+  const unsigned streaming = plan.streaming ? kernels::kStreaming : 0u;
+  char* out = static_cast<char*>(s.a_.recvbuf);
+  const size_t mineOff = first(me) * elem;
+  if (len(me) > 0) {
+    const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
+    kernels::reduce(spec, out + mineOff, nullptr, static_cast<const char*>(s.a_.sendbuf) + mineOff,
+                    len(me), pre);
+    for (size_t r = 0, folded = 1; r < n; ++r) {
+      if (r == me) continue;
+      char* theirs;
+      CHORUS_CHECK(peerMemMapped(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send,
+                                 mineOff, &theirs));
+      const unsigned last = ++folded == n ? kernels::kApplyPost | streaming : 0u;
+      kernels::reduce(spec, out + mineOff, out + mineOff, theirs, len(me), pre | last);
+    }
+  }
+  CHORUS_CHECK(s.finish(to, from));  // every share reduced: outputs may be read
+  for (int peer : from) {
+    const size_t q = static_cast<size_t>(peer);
+    char* theirs;
+    CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, first(q) * elem, &theirs));
+    kernels::copy(out + first(q) * elem, theirs, len(q) * elem, plan.streaming);
+  }
+  CHORUS_CHECK(s.finish(to, from));  // nobody reads our output any more
+  *done = true;
+  return chorusSuccess;
+}
+
 }  // namespace
 
 bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes) {
@@ -247,6 +299,9 @@ bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultB
     case Coll::Broadcast:
     case Coll::Gather:
     case Coll::Scatter: break;
+    case Coll::AllReduce:
+      if (resultBytes < kAllReduceSingleCopyMin) return false;
+      break;
     case Coll::AllToAll:
       // In place, a peer would read a block this rank is overwriting.
       if (a.sendbuf == a.recvbuf) return false;
@@ -269,6 +324,7 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
     case Coll::Broadcast: return broadcast(s, done);
     case Coll::Gather: return gather(s, plan, done);
     case Coll::Scatter: return scatter(s, done);
+    case Coll::AllReduce: return allReduce(s, plan, done);
     default: return chorusSuccess;
   }
 }

@@ -306,6 +306,16 @@ chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t
   return cmaMove(comm, peer, ref.addr + off, dst, bytes, false);
 }
 
+chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size_t off, char** p) {
+  if (!ref.regionId)
+    CHORUS_FAIL(chorusInternalError, "rank %d: rank %d's buffer is not registered memory",
+                comm->rank, peer);
+  char* base;
+  CHORUS_CHECK(mapRegion(comm, peer, ref, &base));
+  *p = base + (ref.addr - ref.regionBase) + off;
+  return chorusSuccess;
+}
+
 chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
                             const void* src, size_t bytes) {
   if (bytes == 0) return chorusSuccess;

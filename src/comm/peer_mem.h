@@ -88,6 +88,9 @@ inline bool peerMemReachable(const BufRef& ref, bool cma) { return ref.regionId 
 /// dst = peer's [ref.addr + off, + bytes)
 chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
                            size_t bytes);
+/// Where the peer's registered buffer described by `ref` (regionId != 0) lies mapped in this
+/// process, plus `off`: for kernels that read a peer's bytes in place (reductions).
+chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size_t off, char** p);
 /// peer's [ref.addr + off, + bytes) = src
 chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
                             const void* src, size_t bytes);
