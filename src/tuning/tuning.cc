@@ -90,8 +90,16 @@ int collIndex(const std::string& s) {
 
 }  // namespace
 
-unsigned parseAlgoMask(const std::string& spec, std::string* bad) {
-  return parseMask(spec, kAlgoNames, kNumAlgos, kDefaultAlgos, bad);
+unsigned parseAlgoMask(const std::string& spec, std::string* bad, unsigned all) {
+  return parseMask(spec, kAlgoNames, kNumAlgos, all, bad);
+}
+
+double ranksPerCore(const ModelShape& s) {
+  return std::max({1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus), s.kernelRanksPerCpu});
+}
+
+unsigned defaultAlgos(const ModelShape& s) {
+  return kDefaultAlgos | (crowdedTcp(s) ? 1u << static_cast<int>(Algo::Doubling) : 0u);
 }
 
 unsigned parseProtoMask(const std::string& spec, std::string* bad) {
@@ -109,10 +117,15 @@ struct NamedConst {
   double ModelParams::*field;
 };
 const NamedConst kConsts[] = {
-    {"simple_step_us", &ModelParams::simpleStepUs}, {"ll_bw_factor", &ModelParams::llBwFactor},
-    {"ll_peer_us", &ModelParams::llPeerUs},         {"tree_bw_factor", &ModelParams::treeBwFactor},
-    {"os_lat_factor", &ModelParams::osLatFactor},   {"os_lat_us", &ModelParams::osLatUs},
+    {"simple_step_us", &ModelParams::simpleStepUs},
+    {"ll_bw_factor", &ModelParams::llBwFactor},
+    {"ll_peer_us", &ModelParams::llPeerUs},
+    {"tree_bw_factor", &ModelParams::treeBwFactor},
+    {"os_lat_factor", &ModelParams::osLatFactor},
+    {"os_lat_us", &ModelParams::osLatUs},
     {"os_bw_factor", &ModelParams::osBwFactor},
+    {"tcp_crowd_peer_us", &ModelParams::tcpCrowdPeerUs},
+    {"tcp_crowd_ring_factor", &ModelParams::tcpCrowdRingFactor},
 };
 
 bool number(const std::string& s, double* v) {
@@ -256,7 +269,7 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
   }
   // Ranks sharing a core: each waits for the others to be scheduled, and gets a share of
   // the core's copy rate.
-  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
+  const double perCore = ranksPerCore(s);
   if (perCore > 1) {
     lat = lat * (1 + p.osLatFactor * (perCore - 1));
     if (pr == Proto::Simple) bw = bw / (1 + p.osBwFactor * (perCore - 1));
@@ -289,8 +302,13 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
   const double share = std::ceil(S / n);
   // A direct exchange waits for every peer; when ranks share cores, for each to be
   // scheduled as well.
-  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
-  const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1);
+  const double perCore = ranksPerCore(s);
+  // Over tcp on a crowded kernel, each peer's message also waits for its turn on a CPU
+  // (ModelParams::tcpCrowdPeerUs), those on the same host excepted.
+  const bool crowdTcp = crowdedTcp(s);
+  const int remotePeers = s.allTcp ? n - 1 : n - std::max(1, s.maxLocalRanks);
+  const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1) +
+                           (crowdTcp ? p.tcpCrowdPeerUs * (perCore - 1) * remotePeers : 0.0);
   // All-reduce on crowded cores: every step that waits for one particular peer waits for
   // that peer's turn on its core. A direct exchange pays for that about twice in all (every
   // rank sends, then every rank reads what all sent: the osLatUs term above), so one
@@ -314,7 +332,8 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
       if (a == Algo::Ring) {
         const int steps = 2 * (n - 1);
         // Every rank works on its pieces at once: no pipeline fill to pay.
-        return steps * (h.lat + crowdStep) + 2.0 * (n - 1) / n * S / h.bw;
+        const double t = steps * (h.lat + crowdStep) + 2.0 * (n - 1) / n * S / h.bw;
+        return crowdTcp ? t * (1 + (p.tcpCrowdRingFactor - 1) * (perCore - 1)) : t;
       } else {
         int depth = 0;
         while ((2 << depth) <= n) ++depth;     // floor(log2 n)
@@ -322,7 +341,9 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         const double t = 2 * depth * h.lat +
                          (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
         // Crowded: the two trees go up and down one after the other, 4 x depth waits.
-        return (s.allTcp ? t * tcpTreeCorrectionAt(p, bytes) : t) + 4 * depth * crowdStep;
+        // (The tcp correction was fitted on hosts with a CPU per rank: not where crowded.)
+        return (s.allTcp && !crowdTcp ? t * tcpTreeCorrectionAt(p, bytes) : t) +
+               4 * depth * crowdStep;
       }
     case Coll::Broadcast:
     case Coll::Reduce:
@@ -491,6 +512,7 @@ ModelShape shapeFrom(const ShapeInputs& in) {
   }
   if (s.nhosts == 0) s.nhosts = 1, s.maxLocalRanks = n;
   s.ncpus = std::max(1, in.minCpus);
+  s.kernelRanksPerCpu = std::max(1.0, in.kernelRanksPerCpu);
   bool shm = in.shmHops, other = in.otherHops;
   if (!shm && !other) {  // not connected (yet): infer
     other = s.nhosts > 1 || in.shmDisabled;
@@ -507,7 +529,7 @@ ModelShape shapeFrom(const ShapeInputs& in) {
 TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::string& algo,
                        const std::string& proto, bool announce) {
   std::string badA, badP;
-  const unsigned am = parseAlgoMask(algo, &badA);
+  const unsigned am = parseAlgoMask(algo, &badA, defaultAlgos(s));
   const unsigned pm = parseProtoMask(proto, &badP);
   if (!badA.empty())
     CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)", algo.c_str(),
@@ -517,9 +539,10 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
                 badP.c_str());
   if (announce && logEnabled(LogLevel::Info, kLogTuning)) {
     CHORUS_INFO(kLogTuning,
-                "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %s; shm %.2f us "
+                "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %.2f ranks per "
+                "cpu of the most crowded kernel, %s; shm %.2f us "
                 "%.2f GB/s, tcp %.2f us %.2f GB/s; CHORUS_ALGO=%s CHORUS_PROTO=%s",
-                s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus,
+                s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus, s.kernelRanksPerCpu,
                 s.allTcp    ? "all hops tcp"
                 : s.tcpHops ? "shm + tcp hops"
                             : "shm only",
