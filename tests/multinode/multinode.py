@@ -196,6 +196,25 @@ def check_transports(stderr, host_of):
     log("transports as expected for %d pairs: shm within a host, tcp across" % (n * (n - 1)))
 
 
+def check_kernel(stderr, n):
+    """The namespaced hosts share this machine's kernel: every rank must find all n ranks
+    on one kernel (src/comm/hostid.h; their boot ids differ, their processes are visible),
+    and wait in the crowded mode exactly when the kernel's CPUs are fewer than n."""
+    lines = re.findall(r"rank (\d+): \d+ local ranks on \d+ cpus; this kernel runs (\d+) of the "
+                       r"job's ranks on (\d+) cpus \((\d+) kernels? in the job\): waits (\w+)",
+                       stderr)
+    expect(sorted(int(m[0]) for m in lines) == list(range(n)),
+           "want one kernel line per rank, got %d:\n%s" % (len(lines), stderr[-3000:]))
+    for rank, runs, cpus, kernels, mode in lines:
+        expect(int(runs) == n and int(kernels) == 1,
+               "rank %s: this kernel runs %s ranks in %s kernels, want %d in 1" % (
+                   rank, runs, kernels, n))
+        want = "crowded" if n > int(cpus) else "spin"
+        expect(mode == want, "rank %s: %d ranks on %s cpus waits %s, want %s" % (
+            rank, n, cpus, mode, want))
+    log("all %d ranks found one kernel (%s cpus): waits %s" % (n, lines[0][2], lines[0][4]))
+
+
 def case_chorusrun(c, per_host):
     n = len(c.hosts) * per_host
     spec = ",".join("%s:%d" % (h, per_host) for h in c.hosts)
@@ -206,6 +225,7 @@ def case_chorusrun(c, per_host):
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed on %d ranks in %.1f s" % (n, took))
     check_transports(err, [r // per_host for r in range(n)])
+    check_kernel(err, n)
     for big in BIG_RUNS:
         _, out, _, took = c.chorusrun(spec, [coll] + big, env={"CHORUS_TIMEOUT_S": "120"})
         expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
