@@ -73,10 +73,10 @@ struct ModelParams {
   /// perf/data/tcp_crowd.csv; docs/PERF.md "Ranks that share a kernel"), each times the
   /// extra ranks per CPU: a direct exchange pays this per peer over tcp (its exchanges
   /// all wait for every peer at once; recursive doubling waits for one per step) ...
-  double tcpCrowdPeerUs = 34.0;
+  double tcpCrowdPeerUs = 27.0;
   /// ... and the ring's time is this much longer (its 2(n-1) dependent steps per piece;
-  /// measured 1.2-4x the tree's from 32 KiB, the tree's own correction below left out).
-  double tcpCrowdRingFactor = 1.5;
+  /// measured 1.0-3.1x the tree's from 16 KiB, the tree's own correction below left out).
+  double tcpCrowdRingFactor = 1.66;
   static constexpr int kTcpTreeBuckets = 10;
   double tcpTreeCorrection[kTcpTreeBuckets] = {1.22, 1.23, 1.24, 1.22, 1.2,
                                                1.13, 1.06, 1.06, 1.07, 1.27};
