@@ -3,7 +3,7 @@
 # algorithm forced (CHORUS_ALGO=direct, doubling, ring, tree; interleaved rounds, median
 # per size) on namespaced hosts that share this machine's kernel, next to the cost
 # model's predictions with the crowded-tcp constants neutral (a tuning file with
-# tcp_crowd_peer_us 0 and tcp_crowd_ring_factor 1, read from the TUNING table of
+# tcp_crowd_peer_us 0 and tcp_crowd_ring_correction all 1, read from the TUNING table of
 # CHORUS_DEBUG=INFO in the same run).
 #
 # Usage: perf/measure_tcp_crowd.sh BUILD_DIR >> perf/data/tcp_crowd.csv   (needs root)
@@ -28,7 +28,7 @@ HLIST=$(for h in $CHORUS_CLUSTER_HOSTS; do printf '%s:%s,' "$h" "$PPN"; done)
 HLIST=${HLIST%,}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-printf 'set tcp_crowd_peer_us 0\nset tcp_crowd_ring_factor 1\n' > "$TMP/neutral.tuning"
+printf 'set tcp_crowd_peer_us 0\ntcp_crowd_ring_correction 1 1 1 1 1 1 1 1 1 1\n' > "$TMP/neutral.tuning"
 run() {  # run OUT ENV... -- FLAGS...
   local out=$1; shift
   local envs=()

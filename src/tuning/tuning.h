@@ -73,13 +73,17 @@ struct ModelParams {
   /// perf/data/tcp_crowd.csv; docs/PERF.md "Ranks that share a kernel"), each times the
   /// extra ranks per CPU: a direct exchange pays this per peer over tcp (its exchanges
   /// all wait for every peer at once; recursive doubling waits for one per step) ...
-  double tcpCrowdPeerUs = 27.0;
-  /// ... and the ring's time is this much longer (its 2(n-1) dependent steps per piece;
-  /// measured 1.0-3.1x the tree's from 16 KiB, the tree's own correction below left out).
-  double tcpCrowdRingFactor = 1.66;
+  double tcpCrowdPeerUs = 28.7;
   static constexpr int kTcpTreeBuckets = 10;
   double tcpTreeCorrection[kTcpTreeBuckets] = {1.22, 1.23, 1.24, 1.22, 1.2,
                                                1.13, 1.06, 1.06, 1.07, 1.27};
+  /// ... and the ring's time, over tcp on a crowded kernel, is multiplied by a factor per
+  /// size (the same buckets and interpolation as tcpTreeCorrection, times the extra ranks
+  /// per CPU): the measured ring/tree time over the model's ring/tree (there the tree's own
+  /// correction is left out). Measured with a piece per rank's share: the ring 1.4-2x
+  /// faster than the tree from 64 KiB to 1 MiB, the tree 1.1-2x faster from 4 MiB.
+  double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.25, 1.09, 0.93, 0.92, 0.90,
+                                                    0.97, 1.03, 1.53, 2.03, 2.06};
   /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
   struct Override {
     int coll;
@@ -132,8 +136,13 @@ unsigned parseProtoMask(const std::string& spec, std::string* bad = nullptr);
 /// on the first malformed line (p is then left as it was).
 bool parseTuningText(const std::string& text, ModelParams* p, std::string* err);
 
-/// Piece size the algorithms use for `bytes` (shared by the model and choosePlan).
+/// Piece size the algorithms use for `bytes` (shared by the model and choosePlan): a
+/// quarter of a rank's share (piecesPerShare), 16 KiB to the slot size.
 size_t pieceBytesFor(const ModelShape& s, size_t bytes);
+/// Pieces per rank's share: 4, or 1 over tcp on a crowded kernel (crowdedTcp), where every
+/// piece waits for its receiver's turn on a CPU (measured, 256 KiB all-reduce on 4 x 1 and
+/// 2 x 2 namespaced hosts: 0.3-0.6x the time of a quarter share; docs/PERF.md).
+int piecesPerShare(const ModelShape& s);
 
 /// Whether the code can run this (collective, algorithm) at this size at all.
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes);
@@ -152,6 +161,7 @@ struct Segment {
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
+  int piecesPerShare = 4;  ///< piecesPerShare of the shape the tables were built for
   Algo pick(Coll coll, size_t bytes) const {
     const std::vector<Segment>& v = segs[static_cast<int>(coll)];
     for (const Segment& g : v)
