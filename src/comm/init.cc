@@ -291,8 +291,9 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
 
   // Hosts that share a kernel share its CPUs: namespaced hosts (tools/cluster) and
   // containers on one machine each count only their own ranks above, yet queue with the
-  // others' for the same cores. The kernel's boot id tells them apart from real machines
-  // (src/comm/hostid.h); its ranks' affinity masks, ORed, are the CPUs they compete for.
+  // others' for the same cores. The kernel's boot id, or a peer's process visible here with
+  // its start tick, tells them apart from real machines (src/comm/hostid.h); the kernel's
+  // ranks' affinity masks, ORed, are the CPUs they compete for.
   CHORUS_CHECK(exchangeKernels(comm));
 
   // Waiting policy (src/core/wait.h): spin for a budget learnt from the waits, then sleep
