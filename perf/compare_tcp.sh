@@ -18,9 +18,10 @@
 #                   with another setting: BASE=build/perf/all_reduce_perf BASE_ENV=...)
 #   env CLUSTER_NAME=C CLUSTER_SUBNET=A.B.C  the tools/cluster name and subnet (default
 #                   perftcp, 10.77.0): two runs at once need different ones
-#   env CHORUS_SPIN_NS=...  when HOSTS x PPN exceeds this machine's cores the script sets
-#                   2000 (spin 2 us, then sleep) unless given: the counterpart of Open MPI's
-#                   mpi_yield_when_idle below; the table's header lists the CHORUS_* settings
+#   env CHORUS_SPIN_NS=...  fixes Chorus' spin (default: chosen at init; ranks that find
+#                   one kernel runs more of them than it has CPUs wait without spinning, the
+#                   counterpart of Open MPI's mpi_yield_when_idle below); the table's
+#                   header lists the CHORUS_* settings
 #
 # Two hosts x one rank (2 ranks, float32 sum, 8 B to 256 MiB), launched from host 0: Chorus
 # by chorusrun with the cluster's launch agent, Open MPI by mpirun with it as plm_rsh_agent.
@@ -87,14 +88,9 @@ IPERFN=$(iperf "$NSOCKS")
 
 # Both "hosts" share this machine's cores: without yielding, Open MPI's busy-polling ranks
 # wait for the scheduler's 4 ms tick on every small message (measured: 4000 us vs 14 us).
-# Chorus' counterpart: where the job's ranks outnumber the machine's cores (the namespaced
-# hosts cannot see that they share them), a waiter spins 2 us and then sleeps instead of
-# learning a spin budget of up to 200 us from slow wake-ups (measured, 4 hosts x 1, 8 B:
-# 120-220 us against 480-4600 us). CHORUS_SPIN_NS in the caller's environment wins
-# (0: the adaptive default).
-if [ -z "${CHORUS_SPIN_NS+set}" ] && [ "$NP" -gt "$(nproc)" ]; then
-  export CHORUS_SPIN_NS=2000
-fi
+# Chorus needs no counterpart: its ranks find out at init that one kernel runs them all
+# (src/comm/hostid.h) and, where they outnumber its CPUs, wait in the crowded mode (no
+# spin; yield, then sleep). CHORUS_SPIN_NS in the caller's environment overrides that.
 CHORUS_ENV=$(env | { grep -E '^CHORUS_(SPIN_NS|TCP_|NSOCKS|SOCKET_BUFSIZE|BUFFSIZE|ALGO|PROTO)' || true; } | sort | tr '\n' ' ')
 CHORUSRUN=("$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$AGENT")
 MPIRUN=(mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$AGENT"

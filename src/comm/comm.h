@@ -124,6 +124,18 @@ struct chorusComm {
   std::vector<std::unique_ptr<chorus::RecvConn>> recvConn;  // by peer rank
   int localRanks = 1;
   int ncpus = 1;
+  /// Ranks of this communicator that this rank's kernel runs (on any host it runs: namespaced
+  /// hosts and containers share one), and the CPUs they may use between them; how many
+  /// kernels the job spans; whether this rank's kernel runs more of its ranks than it gives
+  /// them CPUs; the most ranks per CPU of any kernel of the job (1 if none crowds its CPUs;
+  /// the same on every rank): src/comm/init.cc.
+  int kernelRanks = 1;
+  int kernelCpus = 1;
+  int nKernels = 1;
+  bool kernelCrowded = false;
+  double maxRanksPerKernelCpu = 1.0;
+  /// The wait policy runs in its crowded mode (src/core/wait.h).
+  bool waitCrowded = false;
   chorus::RingOrder ring;
   /// Double binary tree (topology-driven, see src/topology): tree algorithms put half of
   /// the data on each.

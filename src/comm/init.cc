@@ -82,6 +82,41 @@ void setHostCpus(std::vector<PeerInfo>* peers) {
   }
 }
 
+/// Fills comm->kernelRanks / kernelCpus / kernelCrowded / nKernels /
+/// maxRanksPerKernelCpu: every rank's KernelRecord is allgathered, each rank names the
+/// lowest rank it can tell runs on its own kernel (src/comm/hostid.h), and those leaders
+/// are allgathered too, so every rank groups the ranks from the same table.
+/// kernelCrowded is this rank's own kernel (how it should wait); maxRanksPerKernelCpu is
+/// the job's worst kernel, the same figure on every rank (the cost model's input: a
+/// collective runs as slowly as its most crowded host).
+chorusResult_t exchangeKernels(chorusComm* comm) {
+  const size_t n = comm->peers.size();
+  const size_t me = static_cast<size_t>(comm->rank);
+  std::vector<KernelRecord> recs(n);
+  recs[me] = ownKernelRecord();
+  CHORUS_CHECK(comm->bootstrap->allGather(recs.data(), sizeof(KernelRecord)));
+  std::vector<uint64_t> leaders(n, 0);
+  leaders[me] = static_cast<uint64_t>(kernelLeader(recs, comm->rank));
+  CHORUS_CHECK(comm->bootstrap->allGather(leaders.data(), sizeof(uint64_t)));
+  std::vector<std::array<uint64_t, 16>> masks(n);
+  for (size_t r = 0; r < n; ++r)
+    std::copy(std::begin(comm->peers[r].cpuMask), std::end(comm->peers[r].cpuMask),
+              masks[r].begin());
+  const std::vector<KernelShare> shares = kernelShares(leaders, masks);
+  const KernelShare& mine = shares[me];
+  comm->kernelRanks = mine.ranks;
+  comm->kernelCpus = mine.cpus > 0 ? mine.cpus : comm->ncpus;
+  comm->kernelCrowded = mine.crowded();
+  comm->maxRanksPerKernelCpu = 1.0;
+  for (const KernelShare& k : shares)
+    if (k.crowded())
+      comm->maxRanksPerKernelCpu =
+          std::max(comm->maxRanksPerKernelCpu, static_cast<double>(k.ranks) / k.cpus);
+  std::sort(leaders.begin(), leaders.end());
+  comm->nKernels = static_cast<int>(std::unique(leaders.begin(), leaders.end()) - leaders.begin());
+  return chorusSuccess;
+}
+
 int usableCpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
@@ -255,11 +290,20 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
       static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(),
                                      [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
 
+  // Hosts that share a kernel share its CPUs: namespaced hosts (tools/cluster) and
+  // containers on one machine each count only their own ranks above, yet queue with the
+  // others' for the same cores. The kernel's boot id, or a peer's process visible here with
+  // its start tick, tells them apart from real machines (src/comm/hostid.h); the kernel's
+  // ranks' affinity masks, ORed, are the CPUs they compete for.
+  CHORUS_CHECK(exchangeKernels(comm));
+
   // Waiting policy (src/core/wait.h): spin for a budget learnt from the waits, then sleep
   // on the doorbell. Where ranks outnumber cores the peer may be queued behind the waiter:
   // do not spin, yield (to the next rank, most likely) for a while, then sleep.
   const int64_t spinNs = paramInt(Param::SpinNs);
-  const bool crowded = comm->localRanks > comm->ncpus;
+  const bool hostCrowded = comm->localRanks > comm->ncpus;
+  const bool crowded = hostCrowded || comm->kernelCrowded;
+  comm->waitCrowded = crowded;
   comm->tuning.spin = crowded ? 0 : kInlinePolls;
   if (spinNs > 0)
     comm->waitPolicy.configure(spinNs, spinNs, spinNs, false);
@@ -269,6 +313,15 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     comm->waitPolicy.configure(kStartSpinNs, kMinSpinNs, kMaxSpinNs, true);
   comm->waitPolicy.yieldFirstNs = crowded ? kCrowdedYieldNs : 0;
   comm->waitPolicy.unstack = !crowded;
+  CHORUS_INFO(kLogInit,
+              "rank %d: %d local ranks on %d cpus; this kernel runs %d of the job's ranks on %d "
+              "cpus (%d kernel%s in the job): waits %s%s",
+              rank, comm->localRanks, comm->ncpus, comm->kernelRanks, comm->kernelCpus,
+              comm->nKernels, comm->nKernels == 1 ? "" : "s",
+              crowded ? "crowded (no spin, yield 2 ms, then sleep)" : "spin, then sleep",
+              spinNs > 0                ? "; CHORUS_SPIN_NS fixes the spin"
+              : crowded && !hostCrowded ? "; crowded by the kernel's other hosts"
+                                        : "");
 
   // Ring and trees from the topology (host by host, socket by socket): src/topology.
   CHORUS_CHECK(commTopoInit(comm));

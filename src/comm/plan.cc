@@ -20,6 +20,7 @@ ShapeInputs shapeInputs(const chorusComm* comm) {
   in.nranks = comm->nranks;
   for (const PeerInfo& pi : comm->peers) in.hostOfRank.push_back(pi.hostHash);
   in.minCpus = comm->ncpus;
+  in.kernelRanksPerCpu = comm->maxRanksPerKernelCpu;  // the same on every rank (init.cc)
   for (const PeerInfo& p : comm->peers) in.minCpus = std::min(in.minCpus, p.ncpus);
   for (const auto& t : comm->transports) {
     if (std::strcmp(t->name(), "shm") == 0)

@@ -90,8 +90,16 @@ int collIndex(const std::string& s) {
 
 }  // namespace
 
-unsigned parseAlgoMask(const std::string& spec, std::string* bad) {
-  return parseMask(spec, kAlgoNames, kNumAlgos, kDefaultAlgos, bad);
+unsigned parseAlgoMask(const std::string& spec, std::string* bad, unsigned all) {
+  return parseMask(spec, kAlgoNames, kNumAlgos, all, bad);
+}
+
+double ranksPerCore(const ModelShape& s) {
+  return std::max({1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus), s.kernelRanksPerCpu});
+}
+
+unsigned defaultAlgos(const ModelShape& s) {
+  return kDefaultAlgos | (crowdedTcp(s) ? 1u << static_cast<int>(Algo::Doubling) : 0u);
 }
 
 unsigned parseProtoMask(const std::string& spec, std::string* bad) {
@@ -109,10 +117,14 @@ struct NamedConst {
   double ModelParams::*field;
 };
 const NamedConst kConsts[] = {
-    {"simple_step_us", &ModelParams::simpleStepUs}, {"ll_bw_factor", &ModelParams::llBwFactor},
-    {"ll_peer_us", &ModelParams::llPeerUs},         {"tree_bw_factor", &ModelParams::treeBwFactor},
-    {"os_lat_factor", &ModelParams::osLatFactor},   {"os_lat_us", &ModelParams::osLatUs},
+    {"simple_step_us", &ModelParams::simpleStepUs},
+    {"ll_bw_factor", &ModelParams::llBwFactor},
+    {"ll_peer_us", &ModelParams::llPeerUs},
+    {"tree_bw_factor", &ModelParams::treeBwFactor},
+    {"os_lat_factor", &ModelParams::osLatFactor},
+    {"os_lat_us", &ModelParams::osLatUs},
     {"os_bw_factor", &ModelParams::osBwFactor},
+    {"tcp_crowd_peer_us", &ModelParams::tcpCrowdPeerUs},
 };
 
 bool number(const std::string& s, double* v) {
@@ -149,15 +161,14 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
         return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
       continue;
     }
-    if (key == "tcp_tree_correction") {
+    if (key == "tcp_tree_correction" || key == "tcp_crowd_ring_correction") {
+      double* f = key == "tcp_tree_correction" ? p.tcpTreeCorrection : p.tcpCrowdRingCorrection;
       if (w.size() != 1 + ModelParams::kTcpTreeBuckets)
-        return fail("expected: tcp_tree_correction and " +
-                    std::to_string(ModelParams::kTcpTreeBuckets) +
+        return fail("expected: " + key + " and " + std::to_string(ModelParams::kTcpTreeBuckets) +
                     " factors (16 KiB, 32 KiB, ..., 8 MiB)");
       for (int i = 0; i < ModelParams::kTcpTreeBuckets; ++i)
-        if (!number(w[1 + i], &p.tcpTreeCorrection[i]) || p.tcpTreeCorrection[i] <= 0)
-          return fail("tcp_tree_correction: factor " + std::to_string(i + 1) +
-                      " is not a positive number or -");
+        if (!number(w[1 + i], &f[i]) || f[i] <= 0)
+          return fail(key + ": factor " + std::to_string(i + 1) + " is not a positive number or -");
       continue;
     }
     if (key == "set") {
@@ -194,15 +205,25 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
 // The model
 // ---------------------------------------------------------------------------------------
 
-size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
+namespace {
+
+size_t pieceBytes(int nranks, size_t slotBytes, int perShare, size_t bytes) {
   // Smaller pieces pipeline better (the receiver starts sooner), larger ones pay the
   // per-slot synchronization less often. Aim for a few pieces per rank's share, never
   // below 16 KiB nor above the slot.
-  const size_t share = bytes / static_cast<size_t>(std::max(1, s.nranks));
-  size_t piece = std::max<size_t>(share / 4, 16 << 10);
-  piece = std::min(piece, s.slotBytes);
+  const size_t share = bytes / static_cast<size_t>(std::max(1, nranks));
+  size_t piece = std::max<size_t>(share / static_cast<size_t>(std::max(1, perShare)), 16 << 10);
+  piece = std::min(piece, slotBytes);
   piece &= ~static_cast<size_t>(63);
   return std::max<size_t>(piece, 64);
+}
+
+}  // namespace
+
+int piecesPerShare(const ModelShape& s) { return crowdedTcp(s) ? 1 : 4; }
+
+size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
+  return pieceBytes(s.nranks, s.slotBytes, piecesPerShare(s), bytes);
 }
 
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes) {
@@ -256,7 +277,7 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
   }
   // Ranks sharing a core: each waits for the others to be scheduled, and gets a share of
   // the core's copy rate.
-  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
+  const double perCore = ranksPerCore(s);
   if (perCore > 1) {
     lat = lat * (1 + p.osLatFactor * (perCore - 1));
     if (pr == Proto::Simple) bw = bw / (1 + p.osBwFactor * (perCore - 1));
@@ -264,15 +285,16 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
   return {lat, bw * 1e3};
 }
 
-// ModelParams::tcpTreeCorrection at `bytes`, interpolated in log2(bytes).
-double tcpTreeCorrectionAt(const ModelParams& p, size_t bytes) {
+// A size correction (ModelParams::tcpTreeCorrection, tcpCrowdRingCorrection) at `bytes`,
+// interpolated in log2(bytes).
+double correctionAt(const double* f, size_t bytes) {
   const double x = std::log2(std::max<double>(1.0, static_cast<double>(bytes))) - 14.0;
   const int last = ModelParams::kTcpTreeBuckets - 1;
-  if (x <= 0) return p.tcpTreeCorrection[0];
-  if (x >= last) return p.tcpTreeCorrection[last];
+  if (x <= 0) return f[0];
+  if (x >= last) return f[last];
   const int i = static_cast<int>(x);
   const double t = x - i;
-  return p.tcpTreeCorrection[i] * (1 - t) + p.tcpTreeCorrection[i + 1] * t;
+  return f[i] * (1 - t) + f[i + 1] * t;
 }
 
 }  // namespace
@@ -289,8 +311,13 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
   const double share = std::ceil(S / n);
   // A direct exchange waits for every peer; when ranks share cores, for each to be
   // scheduled as well.
-  const double perCore = std::max(1.0, double(s.maxLocalRanks) / std::max(1, s.ncpus));
-  const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1);
+  const double perCore = ranksPerCore(s);
+  // Over tcp on a crowded kernel, each peer's message also waits for its turn on a CPU
+  // (ModelParams::tcpCrowdPeerUs), those on the same host excepted.
+  const bool crowdTcp = crowdedTcp(s);
+  const int remotePeers = s.allTcp ? n - 1 : n - std::max(1, s.maxLocalRanks);
+  const double directLat = h.lat + p.llPeerUs * (n - 2) + p.osLatUs * (perCore - 1) * (n - 1) +
+                           (crowdTcp ? p.tcpCrowdPeerUs * (perCore - 1) * remotePeers : 0.0);
   // All-reduce on crowded cores: every step that waits for one particular peer waits for
   // that peer's turn on its core. A direct exchange pays for that about twice in all (every
   // rank sends, then every rank reads what all sent: the osLatUs term above), so one
@@ -314,7 +341,10 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
       if (a == Algo::Ring) {
         const int steps = 2 * (n - 1);
         // Every rank works on its pieces at once: no pipeline fill to pay.
-        return steps * (h.lat + crowdStep) + 2.0 * (n - 1) / n * S / h.bw;
+        const double t = steps * (h.lat + crowdStep) + 2.0 * (n - 1) / n * S / h.bw;
+        return crowdTcp
+                   ? t * (1 + (correctionAt(p.tcpCrowdRingCorrection, bytes) - 1) * (perCore - 1))
+                   : t;
       } else {
         int depth = 0;
         while ((2 << depth) <= n) ++depth;     // floor(log2 n)
@@ -322,7 +352,9 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         const double t = 2 * depth * h.lat +
                          (k * p.treeBwFactor * S + (2 * depth - 1) * std::min(piece, S)) / h.bw;
         // Crowded: the two trees go up and down one after the other, 4 x depth waits.
-        return (s.allTcp ? t * tcpTreeCorrectionAt(p, bytes) : t) + 4 * depth * crowdStep;
+        // (The tcp correction was fitted on hosts with a CPU per rank: not where crowded.)
+        return (s.allTcp && !crowdTcp ? t * correctionAt(p.tcpTreeCorrection, bytes) : t) +
+               4 * depth * crowdStep;
       }
     case Coll::Broadcast:
     case Coll::Reduce:
@@ -366,6 +398,7 @@ Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes
 TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned algoMask,
                          unsigned protoMask) {
   TuningTables t;
+  t.piecesPerShare = piecesPerShare(s);
   for (int c = 0; c < kNumColls; ++c) {
     const Coll coll = static_cast<Coll>(c);
     auto best = [&](size_t b) { return bestAlgo(p, s, coll, b, algoMask, protoMask); };
@@ -491,6 +524,7 @@ ModelShape shapeFrom(const ShapeInputs& in) {
   }
   if (s.nhosts == 0) s.nhosts = 1, s.maxLocalRanks = n;
   s.ncpus = std::max(1, in.minCpus);
+  s.kernelRanksPerCpu = std::max(1.0, in.kernelRanksPerCpu);
   bool shm = in.shmHops, other = in.otherHops;
   if (!shm && !other) {  // not connected (yet): infer
     other = s.nhosts > 1 || in.shmDisabled;
@@ -507,7 +541,7 @@ ModelShape shapeFrom(const ShapeInputs& in) {
 TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::string& algo,
                        const std::string& proto, bool announce) {
   std::string badA, badP;
-  const unsigned am = parseAlgoMask(algo, &badA);
+  const unsigned am = parseAlgoMask(algo, &badA, defaultAlgos(s));
   const unsigned pm = parseProtoMask(proto, &badP);
   if (!badA.empty())
     CHORUS_WARN(kLogTuning, "CHORUS_ALGO=%s: unknown %s ignored (direct, ring, tree)", algo.c_str(),
@@ -517,9 +551,10 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
                 badP.c_str());
   if (announce && logEnabled(LogLevel::Info, kLogTuning)) {
     CHORUS_INFO(kLogTuning,
-                "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %s; shm %.2f us "
+                "cost model: %d ranks, %d hosts, <=%d ranks/host on %d cpus, %.2f ranks per "
+                "cpu of the most crowded kernel, %s; shm %.2f us "
                 "%.2f GB/s, tcp %.2f us %.2f GB/s; CHORUS_ALGO=%s CHORUS_PROTO=%s",
-                s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus,
+                s.nranks, s.nhosts, s.maxLocalRanks, s.ncpus, s.kernelRanksPerCpu,
                 s.allTcp    ? "all hops tcp"
                 : s.tcpHops ? "shm + tcp hops"
                             : "shm only",
@@ -531,10 +566,9 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
 }
 
 Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes) {
-  ModelShape ps;
-  ps.nranks = k.nranks;
-  ps.slotBytes = k.slotBytes;
-  Plan p{Algo::Ring, Proto::Simple, pieceBytesFor(ps, bytes), bytes >= k.ntBytes};
+  const int perShare = tables != nullptr && k.nranks > 1 ? tables->piecesPerShare : 4;
+  Plan p{Algo::Ring, Proto::Simple, pieceBytes(k.nranks, k.slotBytes, perShare, bytes),
+         bytes >= k.ntBytes};
   if (k.nranks > 1 && tables != nullptr) {
     p.algo = tables->pick(coll, bytes);
     p.proto = protoOf(p.algo);

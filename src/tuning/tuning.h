@@ -66,9 +66,24 @@ struct ModelParams {
   /// namespaced hosts the tree now takes 1.37-1.85x the ring's time at every size from
   /// 16 KiB, where before it had kept up with the ring up to 512 KiB (docs/ARCHITECTURE.md
   /// "Tuning", docs/PERF.md "Tuning over tcp after the second pass").
+  /// Where one kernel runs more of the job's ranks than it has CPUs (namespaced hosts or
+  /// containers on one machine, src/comm/hostid.h) and hops go over tcp, every message
+  /// waits for its receiver's turn on a CPU, and for the sockets' work in the kernel.
+  /// Fitted on 4 namespaced hosts x 1 rank and 2 x 2 on 2 CPUs (perf/fit_tcp_crowd.py,
+  /// perf/data/tcp_crowd.csv; docs/PERF.md "Ranks that share a kernel"), each times the
+  /// extra ranks per CPU: a direct exchange pays this per peer over tcp (its exchanges
+  /// all wait for every peer at once; recursive doubling waits for one per step) ...
+  double tcpCrowdPeerUs = 28.7;
   static constexpr int kTcpTreeBuckets = 10;
   double tcpTreeCorrection[kTcpTreeBuckets] = {1.22, 1.23, 1.24, 1.22, 1.2,
                                                1.13, 1.06, 1.06, 1.07, 1.27};
+  /// ... and the ring's time, over tcp on a crowded kernel, is multiplied by a factor per
+  /// size (the same buckets and interpolation as tcpTreeCorrection, times the extra ranks
+  /// per CPU): the measured ring/tree time over the model's ring/tree (there the tree's own
+  /// correction is left out). Measured with a piece per rank's share: the ring 1.4-2x
+  /// faster than the tree from 64 KiB to 1 MiB, the tree 1.1-2x faster from 4 MiB.
+  double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.25, 1.09, 0.93, 0.92, 0.90,
+                                                    0.97, 1.03, 1.53, 2.03, 2.06};
   /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
   struct Override {
     int coll;
@@ -92,7 +107,20 @@ struct ModelShape {
   size_t llBytes = 16 << 10;
   size_t slotBytes = 512 << 10;
   size_t treeBytes = 0;  // CHORUS_TREE_THRESHOLD: all-reduce prefers tree up to it
+  /// Ranks per CPU on the most crowded kernel of the job (1: none has more ranks than
+  /// CPUs): hosts that share a kernel share its CPUs (src/comm/hostid.h).
+  double kernelRanksPerCpu = 1.0;
 };
+
+/// Ranks per core the model charges for: a host's ranks on its CPUs, or, where hosts share
+/// a kernel, that kernel's ranks on its CPUs, whichever is more crowded (>= 1).
+double ranksPerCore(const ModelShape& s);
+/// Hops over tcp between ranks that queue for the same CPUs (see ModelParams::tcpCrowd*).
+inline bool crowdedTcp(const ModelShape& s) { return s.tcpHops && ranksPerCore(s) > 1.0; }
+/// The algorithms the model chooses from when CHORUS_ALGO is empty (and what "^name"
+/// starts from): kDefaultAlgos, plus recursive doubling where crowdedTcp (measured there:
+/// 4 x 1 and 2 x 2 namespaced hosts, 8 B-8 KiB, 0.4-0.7x direct's time).
+unsigned defaultAlgos(const ModelShape& s);
 
 /// Bit i set = Algo i (or Proto i) allowed. Parses "", "ring", "ring,tree", "^tree",
 /// "^tree,direct" (case-insensitive); unknown names are reported in *bad (if given) and
@@ -100,15 +128,21 @@ struct ModelShape {
 /// exclusion ("^tree") starts from those. Recursive doubling is opt-in: only a list that
 /// names it ("doubling", "direct,doubling") lets the model pick it (measured slower than
 /// direct wherever it could be measured, docs/PERF.md).
-unsigned parseAlgoMask(const std::string& spec, std::string* bad = nullptr);
+unsigned parseAlgoMask(const std::string& spec, std::string* bad = nullptr,
+                       unsigned all = kDefaultAlgos);
 unsigned parseProtoMask(const std::string& spec, std::string* bad = nullptr);
 
 /// Reads a tuning file (see docs/ENV.md, CHORUS_TUNING_FILE) into p. False with *err set
 /// on the first malformed line (p is then left as it was).
 bool parseTuningText(const std::string& text, ModelParams* p, std::string* err);
 
-/// Piece size the algorithms use for `bytes` (shared by the model and choosePlan).
+/// Piece size the algorithms use for `bytes` (shared by the model and choosePlan): a
+/// quarter of a rank's share (piecesPerShare), 16 KiB to the slot size.
 size_t pieceBytesFor(const ModelShape& s, size_t bytes);
+/// Pieces per rank's share: 4, or 1 over tcp on a crowded kernel (crowdedTcp), where every
+/// piece waits for its receiver's turn on a CPU (measured, 256 KiB all-reduce on 4 x 1 and
+/// 2 x 2 namespaced hosts: 0.3-0.6x the time of a quarter share; docs/PERF.md).
+int piecesPerShare(const ModelShape& s);
 
 /// Whether the code can run this (collective, algorithm) at this size at all.
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes);
@@ -127,6 +161,7 @@ struct Segment {
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
+  int piecesPerShare = 4;  ///< piecesPerShare of the shape the tables were built for
   Algo pick(Coll coll, size_t bytes) const {
     const std::vector<Segment>& v = segs[static_cast<int>(coll)];
     for (const Segment& g : v)
@@ -159,6 +194,7 @@ struct ShapeInputs {
   int nranks = 1;
   std::vector<uint64_t> hostOfRank;  // host hash of every rank
   int minCpus = 1;                   // fewest usable cores of any rank
+  double kernelRanksPerCpu = 1.0;    // ModelShape::kernelRanksPerCpu
   bool shmHops = false;              // a connected transport is shm
   bool otherHops = false;            // a connected transport is not (tcp, rdma)
   bool shmDisabled = false;          // CHORUS_SHM_DISABLE (used while nothing is connected)

@@ -196,6 +196,28 @@ def check_transports(stderr, host_of):
     log("transports as expected for %d pairs: shm within a host, tcp across" % (n * (n - 1)))
 
 
+def check_kernel(stderr, n):
+    """The namespaced hosts share this machine's kernel: every rank must find all n ranks
+    on one kernel (src/comm/hostid.h; their boot ids differ, their processes are visible),
+    and wait in the crowded mode exactly when the kernel's CPUs are fewer than its ranks.
+    Every communicator logs the line at init; the job's own has all n ranks."""
+    lines = re.findall(r"rank (\d+): \d+ local ranks on \d+ cpus; this kernel runs (\d+) of the "
+                       r"job's ranks on (\d+) cpus \((\d+) kernels? in the job\): waits (\w+)",
+                       stderr)
+    whole = sorted(int(m[0]) for m in lines if int(m[1]) == n)
+    expect(sorted(set(whole)) == list(range(n)),
+           "want a kernel line of all %d ranks from every rank, got ranks %s:\n%s" % (
+               n, whole, stderr[-3000:]))
+    for rank, runs, cpus, kernels, mode in lines:
+        expect(int(kernels) == 1, "rank %s: %s kernels in the job, want 1" % (rank, kernels))
+        want = "crowded" if int(runs) > int(cpus) else "spin"
+        expect(mode == want, "rank %s: %s ranks on %s cpus waits %s, want %s" % (
+            rank, runs, cpus, mode, want))
+    full = [m for m in lines if int(m[1]) == n]
+    log("every rank found one kernel running all %d ranks (%s cpus: waits %s); %d lines checked"
+        % (n, full[0][2], full[0][4], len(lines)))
+
+
 def case_chorusrun(c, per_host):
     n = len(c.hosts) * per_host
     spec = ",".join("%s:%d" % (h, per_host) for h in c.hosts)
@@ -206,6 +228,7 @@ def case_chorusrun(c, per_host):
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed on %d ranks in %.1f s" % (n, took))
     check_transports(err, [r // per_host for r in range(n)])
+    check_kernel(err, n)
     for big in BIG_RUNS:
         _, out, _, took = c.chorusrun(spec, [coll] + big, env={"CHORUS_TIMEOUT_S": "120"})
         expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))

@@ -147,6 +147,98 @@ TEST(TuningModel, TcpTreeCorrectionFollowsTheMeasurement) {
               (p.tcpTreeCorrection[3] + p.tcpTreeCorrection[4]) / 2, 1e-4);
 }
 
+// Namespaced hosts of one machine: 4 x 1 and 2 x 2 on one kernel with 2 CPUs (docs/PERF.md
+// "Ranks that share a kernel"; perf/data/tcp_crowd.csv).
+ModelShape crowdedTcpHosts(int hosts, int perHost) {
+  ModelShape s = tcpHosts(hosts, perHost);
+  s.kernelRanksPerCpu = hosts * perHost / 2.0;
+  return s;
+}
+
+TEST(TuningModel, SharedKernelPicksDoublingThenTree) {
+  // Measured there (perf/data/tcp_crowd.csv): recursive doubling 0.4-0.6x direct's time up
+  // to 4 KiB, the ring 0.5-0.8x the tree's from 64 KiB to 1 MiB, the tree 0.5-0.9x the
+  // ring's from 4 MiB.
+  for (const ModelShape& s : {crowdedTcpHosts(4, 1), crowdedTcpHosts(2, 2)}) {
+    ASSERT_TRUE(chorus::crowdedTcp(s));
+    const unsigned def = chorus::defaultAlgos(s);
+    EXPECT_EQ(def, kAll | RD);
+    for (size_t b : {size_t{8}, size_t{256}, size_t{4} << 10, size_t{16} << 10})
+      EXPECT_EQ(best(s, b, def), Algo::Doubling) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
+    for (size_t b = size_t{64} << 10; b <= (size_t{1} << 20); b *= 4)
+      EXPECT_EQ(best(s, b, def), Algo::Ring) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
+    for (size_t b = size_t{4} << 20; b <= (size_t{256} << 20); b *= 4)
+      EXPECT_EQ(best(s, b, def), Algo::Tree) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
+    // "^tree" starts from the shape's defaults: doubling stays, the ring takes the rest.
+    const unsigned noTree = chorus::parseAlgoMask("^tree", nullptr, def);
+    EXPECT_EQ(noTree, D | R | RD);
+    EXPECT_EQ(best(s, 16 << 20, noTree), Algo::Ring);
+  }
+  // Negative controls: the same shapes with a CPU per rank keep the plain choice (no
+  // doubling in the defaults, direct then ring), and so does one crowded host without tcp.
+  for (const ModelShape& s : {tcpHosts(4, 1), tcpHosts(2, 2), tcpHosts(2, 1)}) {
+    EXPECT_FALSE(chorus::crowdedTcp(s));
+    EXPECT_EQ(chorus::defaultAlgos(s), kAll);
+    EXPECT_EQ(best(s, 8, chorus::defaultAlgos(s)), Algo::Direct);
+  }
+  EXPECT_FALSE(chorus::crowdedTcp(shmShape(8)));
+  EXPECT_EQ(chorus::defaultAlgos(shmShape(8)), kAll);
+}
+
+TEST(TuningModel, SharedKernelTcpMovesWholeShares) {
+  // One piece per rank's share (capped by the slot) where ranks crowd a kernel over tcp; a
+  // quarter share elsewhere.
+  const ModelShape s = crowdedTcpHosts(4, 1);
+  EXPECT_EQ(chorus::piecesPerShare(s), 1);
+  EXPECT_EQ(chorus::piecesPerShare(tcpHosts(4, 1)), 4);
+  EXPECT_EQ(chorus::piecesPerShare(shmShape(8)), 4);
+  EXPECT_EQ(chorus::pieceBytesFor(s, 256 << 10), size_t{64} << 10);
+  EXPECT_EQ(chorus::pieceBytesFor(tcpHosts(4, 1), 256 << 10), size_t{16} << 10);
+  // choosePlan follows the tables of the shape.
+  const chorus::TuningTables crowded = chorus::buildTables(ModelParams{}, s, kAll | RD, 3);
+  const chorus::TuningTables plain = chorus::buildTables(ModelParams{}, tcpHosts(4, 1), kAll, 3);
+  const chorus::PlanKnobs k{4, size_t{512} << 10, size_t{8} << 20};
+  EXPECT_EQ(chorus::choosePlan(&crowded, k, Coll::AllReduce, 1 << 20).pieceBytes,
+            size_t{256} << 10);
+  EXPECT_EQ(chorus::choosePlan(&plain, k, Coll::AllReduce, 1 << 20).pieceBytes, size_t{64} << 10);
+  EXPECT_EQ(chorus::choosePlan(&crowded, k, Coll::AllReduce, 64 << 20).pieceBytes,
+            size_t{512} << 10);  // the slot
+}
+
+TEST(TuningModel, SharedKernelTermsFollowTheirConstants) {
+  const ModelShape s = crowdedTcpHosts(4, 1);  // 2 ranks per CPU: (c - 1) = 1
+  ModelParams neutral;
+  neutral.tcpCrowdPeerUs = 0;
+  for (double& f : neutral.tcpCrowdRingCorrection) f = 1;
+  const ModelParams p;
+  EXPECT_NEAR(chorus::predictUs(p, s, Coll::AllReduce, Algo::Direct, 8) -
+                  chorus::predictUs(neutral, s, Coll::AllReduce, Algo::Direct, 8),
+              3 * p.tcpCrowdPeerUs, 1e-9);  // three peers over tcp
+  EXPECT_NEAR(chorus::predictUs(p, s, Coll::AllReduce, Algo::Ring, 1 << 20) /
+                  chorus::predictUs(neutral, s, Coll::AllReduce, Algo::Ring, 1 << 20),
+              p.tcpCrowdRingCorrection[6], 1e-9);  // 1 MiB: the seventh factor
+  // 2 x 2: only the two peers on the other host are over tcp.
+  const ModelShape m = crowdedTcpHosts(2, 2);
+  EXPECT_NEAR(chorus::predictUs(p, m, Coll::AllReduce, Algo::Direct, 8) -
+                  chorus::predictUs(neutral, m, Coll::AllReduce, Algo::Direct, 8),
+              2 * p.tcpCrowdPeerUs, 1e-9);
+  // Without crowding the constants change nothing (2 x 1 is issue 17's acceptance-4 shape).
+  for (const ModelShape& plain : {tcpHosts(4, 1), tcpHosts(2, 1), tcpHosts(2, 2)})
+    for (Algo a : {Algo::Direct, Algo::Ring, Algo::Tree, Algo::Doubling})
+      for (size_t b : {size_t{8}, size_t{4096}, size_t{1} << 20, size_t{64} << 20})
+        EXPECT_DOUBLE_EQ(chorus::predictUs(p, plain, Coll::AllReduce, a, b),
+                         chorus::predictUs(neutral, plain, Coll::AllReduce, a, b));
+  // Both are tuning-file constants.
+  ModelParams f;
+  std::string err;
+  ASSERT_TRUE(chorus::parseTuningText(
+      "set tcp_crowd_peer_us 7\ntcp_crowd_ring_correction 1 1 1 1 1 1 2.5 1 1 -\n", &f, &err))
+      << err;
+  EXPECT_DOUBLE_EQ(f.tcpCrowdPeerUs, 7);
+  EXPECT_DOUBLE_EQ(f.tcpCrowdRingCorrection[6], 2.5);
+  EXPECT_DOUBLE_EQ(f.tcpCrowdRingCorrection[9], ModelParams{}.tcpCrowdRingCorrection[9]);
+}
+
 TEST(TuningModel, TcpCostsMoreThanShm) {
   const ModelParams p;
   for (size_t b : {size_t{8}, size_t{1} << 20, size_t{64} << 20})

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""fit_tcp_crowd.py - fits the cost model's two constants for tcp hops between ranks that
+share a kernel's CPUs (src/tuning/tuning.h: tcpCrowdPeerUs, tcpCrowdRingCorrection) to
+measured all-reduce times, and shows what the fitted model then picks per size.
+
+Input (perf/data/tcp_crowd.csv, made by perf/measure_tcp_crowd.sh): one row per shape,
+size and algorithm with the measured median time and the model's prediction for that
+algorithm with the two constants neutral (tcp_crowd_peer_us 0, tcp_crowd_ring_correction
+all 1),
+as the library's CHORUS_DEBUG=INFO TUNING table printed it in the same run:
+
+    shape,ranks,remote_peers,ranks_per_cpu,bytes,algo,measured_us,predicted_us
+
+The fit (medians over the shapes, so one noisy point does not decide alone):
+  tcp_crowd_peer_us: what the direct exchange loses to recursive doubling beyond what the
+      model without it predicts, per peer over tcp and extra rank per CPU: median over
+      sizes <= 4 KiB of ((measured direct - measured doubling) - (predicted direct -
+      predicted doubling)) / ((c - 1) * remote peers)
+  tcp_crowd_ring_correction (10 factors, 16 KiB ... 8 MiB): at each measured size, the
+      median over shapes of (measured ring / measured tree) / (predicted ring / predicted
+      tree), as 1 + (that - 1) / (c - 1); buckets between measured sizes interpolated in
+      log2(size), those beyond the last measured size take its value.
+Then, with the fitted constants, per shape and size: the model's choice among the measured
+algorithms and its measured time over the best measured (choice/best).
+
+Usage: perf/fit_tcp_crowd.py [perf/data/tcp_crowd.csv]
+"""
+import csv
+import math
+import statistics
+import sys
+
+
+def human(b):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= div:
+            return "%g %s" % (b / div, unit)
+    return "%d B" % b
+
+
+def main():
+    path = sys.argv[1] if len(sys.argv) > 1 else "perf/data/tcp_crowd.csv"
+    rows = list(csv.DictReader(line for line in open(path) if not line.startswith("#")))
+    meas, pred, info = {}, {}, {}
+    for r in rows:
+        key = (r["shape"], int(r["bytes"]), r["algo"])
+        meas[key] = float(r["measured_us"])
+        pred[key] = float(r["predicted_us"])
+        info[r["shape"]] = (int(r["ranks"]), int(r["remote_peers"]), float(r["ranks_per_cpu"]))
+    peer, ring = [], {}
+    for (shape, b, algo), m in meas.items():
+        _, remote, c = info[shape]
+        if c <= 1:
+            continue
+        if algo == "direct" and b <= 4096 and (shape, b, "doubling") in meas:
+            lost = (m - meas[shape, b, "doubling"]) - (pred[shape, b, "direct"] -
+                                                         pred[shape, b, "doubling"])
+            peer.append(lost / ((c - 1) * remote))
+        if algo == "ring" and b >= 16384 and (shape, b, "tree") in meas:
+            ratio = (m / meas[shape, b, "tree"]) / (pred[shape, b, "ring"] / pred[shape, b, "tree"])
+            ring.setdefault(b, []).append(1 + (ratio - 1) / (c - 1))
+    peer_us = statistics.median(peer)
+    at = {b: statistics.median(v) for b, v in ring.items()}
+    sizes = sorted(at)
+    buckets = []
+    for i in range(10):
+        b = 16384 << i
+        lo = max([x for x in sizes if x <= b], default=sizes[0])
+        hi = min([x for x in sizes if x >= b], default=sizes[-1])
+        if lo == hi:
+            buckets.append(at[lo])
+        else:
+            t = (math.log2(b) - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+            buckets.append(at[lo] * (1 - t) + at[hi] * t)
+    print("set tcp_crowd_peer_us %.1f   # median of %d; range %.1f..%.1f" %
+          (peer_us, len(peer), min(peer), max(peer)))
+    print("tcp_crowd_ring_correction " + " ".join("%.2f" % f for f in buckets) +
+          "   # 16 KiB ... 8 MiB")
+    print("# per measured size: " + ", ".join("%s %.2f" % (human(b), at[b]) for b in sizes))
+
+    def correction(b):
+        x = math.log2(max(b, 1)) - 14
+        if x <= 0:
+            return buckets[0]
+        if x >= 9:
+            return buckets[9]
+        i = int(x)
+        return buckets[i] * (1 - (x - i)) + buckets[i + 1] * (x - i)
+    print()
+    print("| shape | size | model's choice | measured us (choice) | best measured | choice/best |")
+    print("|---|---:|---|---:|---|---:|")
+    worst = 0.0
+    for shape in sorted(info):
+        _, remote, c = info[shape]
+        for b in sorted({k[1] for k in meas if k[0] == shape}):
+            cands = {}
+            for algo in ("direct", "doubling", "ring", "tree"):
+                if (shape, b, algo) not in pred:
+                    continue
+                t = pred[shape, b, algo]
+                if algo == "direct":
+                    t += peer_us * (c - 1) * remote
+                if algo == "ring":
+                    t *= 1 + (correction(b) - 1) * (c - 1)
+                cands[algo] = t
+            choice = min(cands, key=cands.get)
+            best = min((a for a in cands if (shape, b, a) in meas), key=lambda a: meas[shape, b, a])
+            ratio = meas[shape, b, choice] / meas[shape, b, best]
+            worst = max(worst, ratio)
+            print("| %s | %s | %s | %.1f | %s %.1f | %.2f |" %
+                  (shape, human(b), choice, meas[shape, b, choice], best, meas[shape, b, best], ratio))
+    print()
+    print("worst choice/best: %.2f" % worst)
+
+
+if __name__ == "__main__":
+    main()
