@@ -69,9 +69,11 @@ SECONDS=0
 
 # The link's ceiling: iperf3 from host 0 to host 1, one stream and as many as Chorus uses
 # per connection (CHORUS_NSOCKS, default 2), with the congestion control Chorus puts on its
-# sockets (CHORUS_TCP_CONGESTION, default cubic; empty: the system's, like Open MPI's).
+# sockets (CHORUS_TCP_CONGESTION, default auto: cubic here, where one kernel runs all the
+# namespaced hosts; empty: the system's, like Open MPI's).
 NSOCKS=${CHORUS_NSOCKS:-2}
-IPERF_CC=${CHORUS_TCP_CONGESTION-cubic}
+IPERF_CC=${CHORUS_TCP_CONGESTION-auto}
+[ "$IPERF_CC" = auto ] && IPERF_CC=cubic
 IPERF_CC_TEXT=${IPERF_CC:-"the system default"}
 iperf() {
   on "$H1" iperf3 -s -1 -p 5201 > "$TMP/iperf-server.$1.txt" 2>&1 &

@@ -197,6 +197,17 @@ chorusResult_t connectTransports(chorusComm* comm) {
   BootstrapPeerExchange exchange(comm->bootstrap.get());
   ctx.exchange = &exchange;
   fillTransportOptions(&ctx);
+  // "auto": where one kernel runs every rank, tcp links are virtual (veth, loopback) with no
+  // bottleneck queue to pace for, and a pacing congestion control (BBR) sends from timers on
+  // any CPU so segments arrive out of order and are resent (docs/PERF.md "TCP, third
+  // pass"): cubic there; across machines the system's choice stands.
+  if (ctx.tcp.congestion == "auto") {
+    ctx.tcp.congestion = comm->nKernels == 1 ? "cubic" : "";
+    if (comm->rank == 0)
+      CHORUS_INFO(kLogNet, "tcp congestion control: %s (CHORUS_TCP_CONGESTION=auto, %d kernel%s)",
+                  comm->nKernels == 1 ? "cubic" : "the system's", comm->nKernels,
+                  comm->nKernels == 1 ? "" : "s");
+  }
   const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
   for (int t = 0; t < ntab; ++t) {
     // Only set a transport up if it is needed by some peer pair (all ranks agree: every

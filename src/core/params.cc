@@ -117,9 +117,10 @@ const ParamInfo kParams[] = {
      "process_vm_readv/writev only for results below this many bytes (others go through the "
      "FIFO unless registered); 0 (default): never, the FIFO was faster at every size measured; "
      "-1: no limit."},
-    {"CHORUS_TCP_CONGESTION", "cubic",
-     "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); empty: the "
-     "system's default. A name the kernel refuses keeps the default (logged)."},
+    {"CHORUS_TCP_CONGESTION", "auto",
+     "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: cubic when "
+     "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "
+     "system's; empty: the system's. A name the kernel refuses keeps the default (logged)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");
