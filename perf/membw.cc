@@ -10,6 +10,11 @@
 // The x columns are what a rank pays for data a peer produced: the lines must move
 // between the cores' caches (or come back from memory) before they can be used.
 // All in GB/s. Usage: chorus_membw [size ...]   (K/M/G suffixes; default 8K .. 256M, factor 2)
+//
+// chorus_membw --pingpong prints instead the round trip of one cache line between two
+// threads on the first two CPUs this process may run on (median of 15 batches, ns): on a
+// VM it tells how far apart the host placed the vCPUs, which moves every shared-memory
+// figure (docs/PERF.md "Slow and fast windows"); tools/perf-rounds records it every round.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,9 +141,63 @@ double crossRate(size_t bytes, float* src, int a, int b, F&& fn) {
   return static_cast<double>(bytes) / best / 1e9;
 }
 
+// One cache line bounced between a thread on cpu a and this thread on cpu b: the median of
+// 15 batches of 20000 round trips, in ns.
+double pingPongNs(int a, int b) {
+  alignas(64) static std::atomic<long> ping{0};
+  alignas(64) static std::atomic<long> pong{0};
+  constexpr long kTrips = 20000;
+  constexpr int kBatches = 15;
+  ping.store(0);
+  pong.store(0);
+  std::thread other([&] {
+    pinTo(a);
+    for (long i = 1; i <= kTrips * kBatches; ++i) {
+      while (ping.load(std::memory_order_acquire) != i) {
+      }
+      pong.store(i, std::memory_order_release);
+    }
+  });
+  pinTo(b);
+  std::vector<double> ns;
+  long i = 0;
+  for (int k = 0; k < kBatches; ++k) {
+    const double t0 = now();
+    for (long j = 0; j < kTrips; ++j) {
+      ++i;
+      ping.store(i, std::memory_order_release);
+      while (pong.load(std::memory_order_acquire) != i) {
+      }
+    }
+    ns.push_back((now() - t0) * 1e9 / kTrips);
+  }
+  other.join();
+  std::sort(ns.begin(), ns.end());
+  return ns[ns.size() / 2];
+}
+
+std::vector<int> twoCpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--pingpong") == 0) {
+    const std::vector<int> cpus = twoCpus();
+    if (cpus.size() < 2) {
+      fprintf(stderr, "chorus_membw --pingpong: needs two CPUs\n");
+      return 2;
+    }
+    printf("cpu %d <-> cpu %d cache-line round trip: %.0f ns\n", cpus[0], cpus[1],
+           pingPongNs(cpus[0], cpus[1]));
+    return 0;
+  }
   std::vector<size_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(parseSize(argv[i]));
   if (sizes.empty())
@@ -147,11 +206,7 @@ int main(int argc, char** argv) {
   size_t n = (maxBytes + sizeof(float) - 1) / sizeof(float);
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
   // Two CPUs this process may run on, for the cross-core columns.
-  std::vector<int> cpus;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  const std::vector<int> cpus = twoCpus();
   const bool cross = cpus.size() >= 2;
   std::vector<float> peer(cross ? n : 0, 3.0f);
   printf("# %12s  %10s  %10s  %10s  %10s\n", "size(B)", "copy", "reduce", "xcopy", "xreduce");
