@@ -98,6 +98,39 @@ bool readable(const void* ptr, size_t bytes) {
   return n < 0 && errno != EFAULT;
 }
 
+bool covers(const PtrCache& c, uintptr_t lo, uintptr_t hi, bool writable) {
+  for (const PtrCache::Range& e : c.ranges)
+    if (e.lo.load(std::memory_order_relaxed) <= lo && hi <= e.hi.load(std::memory_order_relaxed) &&
+        (e.writable.load(std::memory_order_relaxed) || !writable))
+      return true;
+  return false;
+}
+
+// Whether [lo, hi) was validated recently: without a lock unless a writer was busy.
+bool cached(PtrCache& c, uintptr_t lo, uintptr_t hi, bool writable) {
+  const uint64_t before = c.version.load(std::memory_order_acquire);
+  if ((before & 1) == 0) {
+    const bool hit = covers(c, lo, hi, writable);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (c.version.load(std::memory_order_relaxed) == before) return hit;
+  }
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return covers(c, lo, hi, writable);
+}
+
+void remember(PtrCache& c, uintptr_t lo, uintptr_t hi, bool writable) {
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const uint64_t v = c.version.load(std::memory_order_relaxed);
+  c.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  PtrCache::Range& e = c.ranges[c.next];
+  e.lo.store(lo, std::memory_order_relaxed);
+  e.hi.store(hi, std::memory_order_relaxed);
+  e.writable.store(writable, std::memory_order_relaxed);
+  c.version.store(v + 2, std::memory_order_release);
+  c.next = (c.next + 1) % c.ranges.size();
+}
+
 std::string whatElse(DescribePointer describe, const void* ptr) {
   return describe ? describe(ptr) : std::string("no device runtime was asked what it is");
 }
@@ -111,18 +144,14 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s is NULL but %zu bytes are to be accessed", api,
                 argName, bytes);
   if (paramInt(Param::CheckPointers) == 0) return chorusSuccess;  // the registry reads it once
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));  // a constant
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   if (p + bytes < p)
     CHORUS_FAIL(chorusInvalidArgument, "%s: %s + %zu bytes wraps around the address space", api,
                 argName, bytes);
   const uintptr_t lo = p & ~(page - 1);
   const uintptr_t hi = (p + bytes + page - 1) & ~(page - 1);
-  {
-    std::lock_guard<std::mutex> lock(comm->ptrCache.mutex);
-    for (const auto& e : comm->ptrCache.ranges)
-      if (e.lo <= lo && hi <= e.hi && (e.writable || !writable)) return chorusSuccess;
-  }
+  if (cached(comm->ptrCache, lo, hi, writable)) return chorusSuccess;
   std::vector<unsigned char> vec((hi - lo) / page);
   if (mincore(reinterpret_cast<void*>(lo), hi - lo, vec.data()) != 0) {
     if (errno == ENOMEM)
@@ -141,10 +170,7 @@ chorusResult_t checkHostBuffer(chorusComm* comm, const void* ptr, size_t bytes, 
                 "%s: %s=%p (%zu bytes) is mapped but not writable (read-only memory cannot "
                 "receive a result)",
                 api, argName, ptr, bytes);
-  std::lock_guard<std::mutex> lock(comm->ptrCache.mutex);
-  auto& c = comm->ptrCache;
-  c.ranges[c.next] = {lo, hi, writable};
-  c.next = (c.next + 1) % c.ranges.size();
+  remember(comm->ptrCache, lo, hi, writable);
   return chorusSuccess;
 }
 
