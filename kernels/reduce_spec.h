@@ -4,6 +4,8 @@
 // in core).
 #pragma once
 
+#include <cstddef>
+
 #include "chorus.h"
 
 namespace chorus {
@@ -28,6 +30,24 @@ enum : unsigned {
   kApplyPost = 1u << 1,  ///< apply spec.postDiv to the result
   kStreaming = 1u << 2,  ///< write dst with non-temporal stores (large outputs)
 };
+
+/// Bytes per element of a data type (0 for an invalid type). Inline here so that the
+/// per-ISA kernel files and the dispatcher share one table.
+inline size_t typeBytes(chorusDataType_t type) {
+  switch (type) {
+    case chorusInt8:
+    case chorusUint8: return 1;
+    case chorusFloat16:
+    case chorusBfloat16: return 2;
+    case chorusInt32:
+    case chorusUint32:
+    case chorusFloat32: return 4;
+    case chorusInt64:
+    case chorusUint64:
+    case chorusFloat64: return 8;
+    default: return 0;
+  }
+}
 
 }  // namespace kernels
 }  // namespace chorus

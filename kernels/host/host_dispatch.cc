@@ -113,21 +113,7 @@ void copy(void* dst, const void* src, size_t bytes, bool streaming) {
   activeIsa().copy(dst, src, bytes, streaming);
 }
 
-size_t typeSize(chorusDataType_t type) {
-  switch (type) {
-    case chorusInt8:
-    case chorusUint8: return 1;
-    case chorusFloat16:
-    case chorusBfloat16: return 2;
-    case chorusInt32:
-    case chorusUint32:
-    case chorusFloat32: return 4;
-    case chorusInt64:
-    case chorusUint64:
-    case chorusFloat64: return 8;
-    default: return 0;
-  }
-}
+size_t typeSize(chorusDataType_t type) { return typeBytes(type); }
 
 const char* isaName() { return activeIsa().name; }
 

@@ -188,23 +188,6 @@ void runScalar(uchar* d, const uchar* a, const uchar* l, size_t n, const Extra<L
 
 void copyImpl(void* dst, const void* src, size_t bytes, bool streaming);
 
-/// Bytes per element (0 for an invalid type).
-size_t typeSizeOf(chorusDataType_t type) {
-  switch (type) {
-    case chorusInt8:
-    case chorusUint8: return 1;
-    case chorusFloat16:
-    case chorusBfloat16: return 2;
-    case chorusInt32:
-    case chorusUint32:
-    case chorusFloat32: return 4;
-    case chorusInt64:
-    case chorusUint64:
-    case chorusFloat64: return 8;
-    default: return 0;
-  }
-}
-
 /// The kernels one (type, op) needs, chosen by the flags. kSum: pre-multiplication is
 /// vectorized only for sum, the one op it is defined for (PreMulSum, float avg).
 template <class L, class Op, bool kSum>
@@ -317,7 +300,7 @@ constexpr size_t kFuseBlock = 4096;
 void reduceCopyImpl(const ReduceSpec& spec, void* dst, void* dst2, const void* acc,
                     const void* local, size_t count, unsigned flags) {
   if (count == 0) return;
-  const size_t elem = typeSizeOf(spec.type);
+  const size_t elem = typeBytes(spec.type);
   if (elem == 0) return;
   const bool stream = (flags & kStreaming) != 0;
   const unsigned f = flags & ~static_cast<unsigned>(kStreaming);
