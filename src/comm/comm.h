@@ -138,8 +138,6 @@ struct chorusComm {
   int nKernels = 1;
   bool kernelCrowded = false;
   double maxRanksPerKernelCpu = 1.0;
-  /// The wait policy runs in its crowded mode (src/core/wait.h).
-  bool waitCrowded = false;
   chorus::RingOrder ring;
   /// Double binary tree (topology-driven, see src/topology): tree algorithms put half of
   /// the data on each.

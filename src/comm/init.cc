@@ -314,7 +314,6 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   const int64_t spinNs = paramInt(Param::SpinNs);
   const bool hostCrowded = comm->localRanks > comm->ncpus;
   const bool crowded = hostCrowded || comm->kernelCrowded;
-  comm->waitCrowded = crowded;
   comm->tuning.spin = crowded ? 0 : kInlinePolls;
   if (spinNs > 0)
     comm->waitPolicy.configure(spinNs, spinNs, spinNs, false);
