@@ -83,10 +83,31 @@ iperf() {
   wait "$server" || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"] / 8e9))' "$TMP/iperf.$1.json"
 }
+# Both ways at once, as a 2-rank all-reduce sends: one iperf3 per direction, each with
+# $NSOCKS streams (separate processes: iperf3 --bidir runs both directions of an end on one
+# thread, and on these 2 vCPUs that thread, not the link, was the limit). Prints the mean of
+# the two directions' rates: the figure busbw of a 2-rank all-reduce compares with.
+iperf_both_ways() {
+  on "$H1" iperf3 -s -1 -p 5202 > "$TMP/iperf-server.both1.txt" 2>&1 &
+  local s1=$!
+  on "$H0" iperf3 -s -1 -p 5203 > "$TMP/iperf-server.both0.txt" 2>&1 &
+  local s0=$!
+  sleep 0.5
+  on "$H0" iperf3 -c "$H1" -p 5202 -t 5 -P "$1" ${IPERF_CC:+-C "$IPERF_CC"} -J > "$TMP/iperf.fwd.json" &
+  local c0=$!
+  on "$H1" iperf3 -c "$H0" -p 5203 -t 5 -P "$1" ${IPERF_CC:+-C "$IPERF_CC"} -J > "$TMP/iperf.back.json"
+  wait "$c0" || true
+  wait "$s1" "$s0" || true
+  python3 -c 'import json,sys
+r=[json.load(open(f))["end"]["sum_received"]["bits_per_second"] / 8e9 for f in sys.argv[1:]]
+print("%.2f %.2f %.2f" % (sum(r) / 2, r[0], r[1]))' "$TMP/iperf.fwd.json" "$TMP/iperf.back.json"
+}
 log "iperf3, 1 stream"
 IPERF1=$(iperf 1)
 log "iperf3, $NSOCKS streams"
 IPERFN=$(iperf "$NSOCKS")
+log "iperf3, $NSOCKS streams each way at once"
+read -r IPERFBOTH IPERFFWD IPERFBACK <<< "$(iperf_both_ways "$NSOCKS")"
 
 # Both "hosts" share this machine's cores: without yielding, Open MPI's busy-polling ranks
 # wait for the scheduler's 4 ms tick on every small message (measured: 4000 us vs 14 us).
@@ -151,7 +172,10 @@ cat <<EOF
 - The link: iperf3 from host 0 to host 1, 5 s, congestion control $IPERF_CC_TEXT: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
   with $NSOCKS. A 2-rank all-reduce of S bytes sends S bytes each way per rank, so the
   link caps busbw (= algbw for 2 ranks) at about the iperf3 figure, if both directions run
-  at full speed at once.
+  at full speed at once. Both ways at once ($NSOCKS streams each way, one iperf3 per
+  direction, as the all-reduce runs): **$IPERFBOTH GB/s** per direction on average
+  ($IPERFFWD host 0 to 1, $IPERFBACK back), the ceiling busbw meets when both directions
+  share the CPUs that run the hosts' TCP stacks.
 - Correctness: \`-c 1\` from 8 B to 256 MiB over the same link: #wrong total $WRONG.
 
 | size | Chorus time (us) | Chorus busbw (GB/s) | Open MPI time (us) | Open MPI busbw (GB/s) | speedup (MPI time / Chorus time) |${BASE:+ before time (us) | before busbw (GB/s) | speedup (before / Chorus) |}
