@@ -11,6 +11,24 @@
 // between the cores' caches (or come back from memory) before they can be used.
 // All in GB/s. Usage: chorus_membw [size ...]   (K/M/G suffixes; default 8K .. 256M, factor 2)
 //
+// chorus_membw --floor [size ...] prints the all-reduce floor for two ranks instead, with its
+// inputs (docs/PERF.md "the floor"):
+//   copy reduce xcopy xreduce   the rates above
+//   formula   busbw of (S/2 reduced + S/2 copied) at the slower of the one-core and
+//             cross-core rates: the harmonic mean of min(reduce, xreduce) and
+//             min(copy, xcopy). It assumes one core alone on S-byte buffers, with the
+//             whole cache and memory bandwidth to itself.
+//   ideal     busbw of the ideal single-copy all-reduce actually run on two threads pinned
+//             to the two CPUs at once: each owns an input and an output of S bytes; thread
+//             q reduces share q from both inputs into its output, then copies the other
+//             share from the peer's output (no staging, no library), piece by piece with a
+//             flag per piece so the copy follows the peer's reduce; the best over pieces
+//             (64 KiB, 256 KiB, 1 MiB, whole share) and store kinds (ordinary, streaming).
+//             It counts what the formula leaves out: both cores at work at once on 4 S
+//             bytes of buffers (sharing the L3 and the memory bandwidth) and a barrier per
+//             call.
+//   floor     the lower of the two: the busbw no design can beat on this machine.
+//
 // chorus_membw --pingpong prints instead the round trip of one cache line between two
 // threads on the first two CPUs this process may run on (median of 15 batches, ns): on a
 // VM it tells how far apart the host placed the vCPUs, which moves every shared-memory
@@ -185,9 +203,151 @@ std::vector<int> twoCpus() {
   return cpus;
 }
 
+// The ideal two-rank all-reduce of `bytes` on two threads pinned to cpus a and b; busbw in
+// GB/s (S / t for two ranks), best of several batches. See the file comment ("ideal").
+struct IdealRun {
+  size_t bytes, piece;
+  bool stream;
+};
+
+double idealAllReduce(const IdealRun& run, float* in[2], float* out[2], int cpus[2]) {
+  const size_t n = run.bytes / sizeof(float), half = n / 2;
+  const size_t pieceN = std::max<size_t>(16, std::min(half, run.piece / sizeof(float)));
+  const size_t npieces = (half + pieceN - 1) / pieceN;
+  const int reps =
+      static_cast<int>(std::min<size_t>(2000, std::max<size_t>(5, (200u << 20) / run.bytes)));
+  constexpr int kBatches = 9;
+  // done[q]: pieces of share q reduced in this call (64-byte lines of their own); the call
+  // number is in the high bits so no reset is needed between calls.
+  struct alignas(64) Flag {
+    std::atomic<uint64_t> v{0};
+  };
+  Flag done[2];
+  Flag arrive[2];
+  std::vector<double> best(1, 1e30);
+  auto body = [&](int q) {
+    pinTo(cpus[q]);
+    const size_t mine = static_cast<size_t>(q) * half, other = static_cast<size_t>(1 - q) * half;
+    const size_t shareN[2] = {half, n - half};
+    uint64_t call = 0;
+    for (int bt = 0; bt < kBatches; ++bt) {
+      double t0 = 0;
+      for (int r = 0; r < reps + 1; ++r) {  // the first call of each batch warms, untimed
+        ++call;
+        // Barrier: both threads start a call together (the peer has finished reading our
+        // output of the call before).
+        arrive[q].v.store(call, std::memory_order_release);
+        while (arrive[1 - q].v.load(std::memory_order_acquire) < call) {
+        }
+        if (r == 1 && q == 0) t0 = now();
+        const uint64_t base = (call << 20);
+        const size_t myN = shareN[q], peerN = shareN[1 - q];
+        for (size_t k = 0; k < npieces; ++k) {
+          const size_t o = k * pieceN;
+          if (o < myN) {
+            const size_t c = std::min(pieceN, myN - o);
+            if (run.stream)
+              addFloatsNT(out[q] + mine + o, in[0] + mine + o, in[1] + mine + o, c);
+            else
+              addFloats(out[q] + mine + o, in[0] + mine + o, in[1] + mine + o, c);
+          }
+          done[q].v.store(base + k + 1, std::memory_order_release);
+          if (o < peerN) {
+            const size_t c = std::min(pieceN, peerN - o);
+            while (done[1 - q].v.load(std::memory_order_acquire) < base + k + 1) {
+            }
+            if (run.stream)
+              copyFloatsNT(out[q] + other + o, out[1 - q] + other + o, c);
+            else
+              memcpy(out[q] + other + o, out[1 - q] + other + o, c * sizeof(float));
+          }
+        }
+      }
+      // Both finished the batch's last call: meet once more, then thread 0 reads the clock.
+      ++call;
+      arrive[q].v.store(call, std::memory_order_release);
+      while (arrive[1 - q].v.load(std::memory_order_acquire) < call) {
+      }
+      if (q == 0) best[0] = std::min(best[0], (now() - t0) / reps);
+    }
+  };
+  std::thread peer(body, 1);
+  body(0);
+  peer.join();
+  return static_cast<double>(run.bytes) / best[0] / 1e9;
+}
+
+int floorMain(std::vector<size_t> sizes) {
+  const std::vector<int> cpus = twoCpus();
+  if (cpus.size() < 2) {
+    fprintf(stderr, "chorus_membw --floor: needs two CPUs\n");
+    return 2;
+  }
+  if (sizes.empty())
+    for (size_t s = 1u << 20; s <= (128u << 20); s *= 2) sizes.push_back(s);
+  const size_t maxBytes = *std::max_element(sizes.begin(), sizes.end());
+  const size_t n = (maxBytes + sizeof(float) - 1) / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f), peerBuf(n, 3.0f);
+  // The ideal run's buffers, each first touched by the thread that owns it.
+  float* in[2] = {nullptr, nullptr};
+  float* out[2] = {nullptr, nullptr};
+  int pin[2] = {cpus[0], cpus[1]};
+  for (int q = 0; q < 2; ++q) {
+    std::thread t([&, q] {
+      pinTo(pin[q]);
+      in[q] = static_cast<float*>(aligned_alloc(4096, (n * sizeof(float) + 4095) & ~4095ul));
+      out[q] = static_cast<float*>(aligned_alloc(4096, (n * sizeof(float) + 4095) & ~4095ul));
+      for (size_t i = 0; i < n; ++i) in[q][i] = static_cast<float>(q + 1), out[q][i] = 0.0f;
+    });
+    t.join();
+  }
+  printf("# two ranks on cpus %d and %d; GB/s; floor = min(formula, ideal) as busbw\n", cpus[0],
+         cpus[1]);
+  printf("# %12s  %8s  %8s  %8s  %8s  %8s  %8s  %8s  %s\n", "size(B)", "copy", "reduce", "xcopy",
+         "xreduce", "formula", "ideal", "floor", "ideal's best piece/stores");
+  for (size_t s : sizes) {
+    const size_t cnt = s / sizeof(float);
+    if (cnt < 64) continue;
+    const size_t bytes = cnt * sizeof(float);
+    const double copy = std::max(bestRate(bytes, [&] { memcpy(c.data(), a.data(), bytes); }),
+                                 bestRate(bytes, [&] { copyFloatsNT(c.data(), a.data(), cnt); }));
+    const double red =
+        std::max(bestRate(bytes, [&] { addFloats(c.data(), a.data(), b.data(), cnt); }),
+                 bestRate(bytes, [&] { addFloatsNT(c.data(), a.data(), b.data(), cnt); }));
+    const double xcopy = crossRate(bytes, peerBuf.data(), cpus[0], cpus[1],
+                                   [&] { memcpy(c.data(), peerBuf.data(), bytes); });
+    const double xred = crossRate(bytes, peerBuf.data(), cpus[0], cpus[1],
+                                  [&] { addFloats(c.data(), peerBuf.data(), b.data(), cnt); });
+    const double r = std::min(red, xred), cp = std::min(copy, xcopy);
+    const double formula = 2.0 / (1.0 / r + 1.0 / cp);
+    double ideal = 0;
+    char how[64] = "";
+    for (size_t piece : {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20, bytes / 2}) {
+      if (piece > bytes / 2) continue;
+      for (bool stream : {false, true}) {
+        const double bw = idealAllReduce(IdealRun{bytes, piece, stream}, in, out, pin);
+        if (bw > ideal) {
+          ideal = bw;
+          snprintf(how, sizeof how, "%zu KiB %s", piece >> 10, stream ? "streaming" : "ordinary");
+        }
+      }
+    }
+    printf("  %12zu  %8.2f  %8.2f  %8.2f  %8.2f  %8.2f  %8.2f  %8.2f  %s\n", bytes, copy, red,
+           xcopy, xred, formula, ideal, std::min(formula, ideal), how);
+    fflush(stdout);
+  }
+  for (int q = 0; q < 2; ++q) free(in[q]), free(out[q]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && strcmp(argv[1], "--floor") == 0) {
+    std::vector<size_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(parseSize(argv[i]));
+    return floorMain(sizes);
+  }
   if (argc == 2 && strcmp(argv[1], "--pingpong") == 0) {
     const std::vector<int> cpus = twoCpus();
     if (cpus.size() < 2) {

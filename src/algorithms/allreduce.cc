@@ -17,6 +17,8 @@
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 
@@ -98,7 +100,50 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
   return chorusSuccess;
 }
 
+namespace {
+
+// Whether every link of this communicator is shared memory: only there does the way the
+// slots are written decide where the peer reads them from (src/tuning/slot_stores.h).
+bool allShm(const chorusComm* comm) {
+  for (const auto& t : comm->transports)
+    if (std::strcmp(t->name(), "shm") != 0) return false;
+  return !comm->transports.empty();
+}
+
+}  // namespace
+
+static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                         Prims& p);
+
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  if (!allShm(comm)) return allReduceRingSteps(comm, a, plan, p);
+  // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  const size_t bytes = a.count * p.elemSize();
+  SlotStoreChooser& ch = comm->slotStores;
+  const bool inPlace = a.sendbuf == a.recvbuf;
+  const SlotStores way = ch.choose(bytes, inPlace);
+  p.setSlotStreaming(way == SlotStores::Streaming);
+  const int64_t t0 = nowNs();
+  const chorusResult_t r = allReduceRingSteps(comm, a, plan, p);
+  if (r != chorusSuccess) return r;
+  if (ch.record(bytes, inPlace, way, static_cast<double>(nowNs() - t0)) &&
+      comm->slotStoreLogs < 32) {
+    ++comm->slotStoreLogs;
+    const SlotStores now = ch.choose(bytes, inPlace);
+    CHORUS_INFO(
+        kLogTuning,
+        "rank %d: all_reduce of %zu B%s: slot stores now %s (recent calls %.1f us temporal, "
+        "%.1f us streaming; CHORUS_SLOT_STORES=auto)%s",
+        comm->rank, bytes, inPlace ? " in place" : "", slotStoresName(now),
+        ch.ewmaNs(bytes, inPlace, SlotStores::Temporal) / 1e3,
+        ch.ewmaNs(bytes, inPlace, SlotStores::Streaming) / 1e3,
+        comm->slotStoreLogs == 32 ? "; no more of these lines" : "");
+  }
+  return r;
+}
+
+static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                         Prims& p) {
   // Chunks are numbered by ring position (comm->ring), not rank: any numbering every rank
   // agrees on works, and this one keeps each host's ranks adjacent.
   const int n = comm->nranks, rank = comm->ring.me;

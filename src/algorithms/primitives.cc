@@ -68,7 +68,10 @@ chorusResult_t Prims::send(int to, const void* src, size_t count, bool pre) {
   CHORUS_CHECK(acquireOut(to, &out));
   const size_t bytes = count * elem_;
   if (pre && spec_.preMul)
-    kernels::reduce(spec_, out, nullptr, src, count, kApplyPre);
+    kernels::reduce(spec_, out, nullptr, src, count,
+                    kApplyPre | (slotStreaming_ ? kStreaming : 0u));
+  else if (slotStreaming_)
+    kernels::copy(out, src, bytes, true);
   else
     std::memcpy(out, src, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
@@ -115,6 +118,16 @@ chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, vo
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
   const unsigned flags = kApplyPre | (post ? kApplyPost : 0u);
+  if (slotStreaming_) {
+    // The slot goes to memory with streaming stores (the peer is far away: it reads memory
+    // faster than it takes lines from our cache); the result to the user's buffer first,
+    // with ordinary stores, so the slot's copy reads it from L1/L2, and then the slot.
+    kernels::reduce(spec_, dst, in, local, count, flags);
+    comm_->recvConn[static_cast<size_t>(from)]->release();
+    kernels::copy(out, dst, bytes, true);
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+    return chorusSuccess;
+  }
   if (streaming_) {
     // Large output: reduce into the outgoing slot, publish it, then stream the slot (still
     // in cache) to the user's buffer in one long run (reduceCopy in host_reduce.cc: short

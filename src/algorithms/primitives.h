@@ -31,6 +31,11 @@ class Prims {
   /// One relaxed store per step; read only by a dump.
   void noteWaitsIn(std::atomic<int32_t>* slot) { waitNote_ = slot; }
 
+  /// Write the slots of send() and recvReduceCopySend() with streaming stores, so the peer
+  /// reads them from memory rather than from this core's cache (src/tuning/slot_stores.h:
+  /// faster where the two cores are far apart; the large all-reduce chooses per call).
+  void setSlotStreaming(bool on) { slotStreaming_ = on; }
+
   /// slot(to) = pre?(src)
   chorusResult_t send(int to, const void* src, size_t count, bool pre);
   /// dst = slot(from)
@@ -70,6 +75,7 @@ class Prims {
   WaitCtx w_;
   uint64_t seq_;
   bool streaming_;
+  bool slotStreaming_ = false;
   std::atomic<int32_t> ownNote_{-1};
   std::atomic<int32_t>* waitNote_ = &ownNote_;
 };

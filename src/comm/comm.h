@@ -21,6 +21,7 @@
 #include "src/core/wait.h"
 #include "kernels/reduce_spec.h"
 #include "transports/transport.h"
+#include "src/tuning/slot_stores.h"
 #include "src/tuning/tuning.h"
 
 namespace chorus {
@@ -149,6 +150,10 @@ struct chorusComm {
   /// How long this communicator's waits spin before sleeping (src/core/wait.h).
   chorus::WaitPolicy waitPolicy;
   chorus::PlanCache plans;
+  /// How the ring all-reduce writes its slots (CHORUS_SLOT_STORES), learned from its calls
+  /// (src/tuning/slot_stores.h); used under execMutex. slotStoreLogs: INFO lines so far.
+  chorus::SlotStoreChooser slotStores;
+  int slotStoreLogs = 0;
   std::vector<chorus::UserOp> userOps;
   std::mutex userOpsMutex;
 

@@ -144,6 +144,17 @@ chorusResult_t readTuning(chorusComm* comm) {
   t.llBytes = static_cast<size_t>(ll);
   t.treeBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TreeThreshold)));
   t.ntBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
+  {
+    std::string ss = paramString(Param::SlotStores);
+    for (auto& c : ss) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    if (ss == "temporal")
+      comm->slotStores.setMode(SlotStoreChooser::Mode::Temporal);
+    else if (ss == "streaming")
+      comm->slotStores.setMode(SlotStoreChooser::Mode::Streaming);
+    else if (ss != "auto" && !ss.empty())
+      CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SLOT_STORES=%s: use auto, temporal or streaming",
+                  ss.c_str());
+  }
   t.algo = paramString(Param::Algo);
   t.proto = paramString(Param::Proto);
   for (auto& c : t.algo) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));

@@ -121,6 +121,9 @@ const ParamInfo kParams[] = {
      "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: cubic when "
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "
      "system's; empty: the system's. A name the kernel refuses keeps the default (logged)."},
+    {"CHORUS_SLOT_STORES", "auto",
+     "How the shared-memory ring all-reduce writes the FIFO slots its peer reads: temporal, "
+     "streaming, or auto (both timed on the calls themselves, the faster used; logged at INFO)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");
