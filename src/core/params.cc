@@ -121,6 +121,11 @@ const ParamInfo kParams[] = {
      "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: cubic when "
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "
      "system's; empty: the system's. A name the kernel refuses keeps the default (logged)."},
+    {"CHORUS_SPIN_BUSY_NS", "5000",
+     "Where more tasks are runnable than the machine has CPUs (/proc/loadavg), a waiter "
+     "spins at most this long (ns) before it sleeps on its doorbell, whatever its learnt "
+     "budget; 0: the learnt budget holds on a busy machine too. Not used where CHORUS_SPIN_NS "
+     "fixes the spin or the job's ranks outnumber their CPUs."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -59,6 +59,7 @@ enum class Param : int {
   CmaDisable,          // CHORUS_CMA_DISABLE
   CmaMax,              // CHORUS_CMA_MAX
   TcpCongestion,       // CHORUS_TCP_CONGESTION
+  SpinBusyNs,          // CHORUS_SPIN_BUSY_NS
   Count
 };
 
