@@ -334,12 +334,19 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     comm->waitPolicy.configure(kStartSpinNs, kMinSpinNs, kMaxSpinNs, true);
   comm->waitPolicy.yieldFirstNs = crowded ? kCrowdedYieldNs : 0;
   comm->waitPolicy.unstack = !crowded;
+  // A busy machine (other work runnable beside the ranks) cuts the learnt spin short, per
+  // wait: src/core/wait.h, WaitPolicy::busySpinNs.
+  const int64_t busySpinNs = spinNs > 0 || crowded ? 0 : paramInt(Param::SpinBusyNs);
+  if (!comm->waitPolicy.enableBusyCheck(busySpinNs))
+    CHORUS_INFO(kLogInit, "rank %d: /proc/loadavg unreadable: no busy-machine check", rank);
   CHORUS_INFO(kLogInit,
               "rank %d: %d local ranks on %d cpus; this kernel runs %d of the job's ranks on %d "
               "cpus (%d kernel%s in the job): waits %s%s",
               rank, comm->localRanks, comm->ncpus, comm->kernelRanks, comm->kernelCpus,
               comm->nKernels, comm->nKernels == 1 ? "" : "s",
-              crowded ? "crowded (no spin, yield 2 ms, then sleep)" : "spin, then sleep",
+              crowded                           ? "crowded (no spin, yield 2 ms, then sleep)"
+              : comm->waitPolicy.busySpinNs > 0 ? "spin (less on a busy machine), then sleep"
+                                                : "spin, then sleep",
               spinNs > 0                ? "; CHORUS_SPIN_NS fixes the spin"
               : crowded && !hostCrowded ? "; crowded by the kernel's other hosts"
                                         : "");

@@ -124,6 +124,11 @@ const ParamInfo kParams[] = {
     {"CHORUS_SLOT_STORES", "auto",
      "How the shared-memory ring all-reduce writes the FIFO slots its peer reads: temporal, "
      "streaming, or auto (both timed on the calls themselves, the faster used; logged at INFO)."},
+    {"CHORUS_SPIN_BUSY_NS", "5000",
+     "Where more tasks are runnable than the machine has CPUs (/proc/loadavg), a waiter "
+     "spins at most this long (ns) before it sleeps on its doorbell, whatever its learnt "
+     "budget; 0: the learnt budget holds on a busy machine too. Not used where CHORUS_SPIN_NS "
+     "fixes the spin or the job's ranks outnumber their CPUs."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -60,6 +60,7 @@ enum class Param : int {
   CmaMax,              // CHORUS_CMA_MAX
   TcpCongestion,       // CHORUS_TCP_CONGESTION
   SlotStores,          // CHORUS_SLOT_STORES
+  SpinBusyNs,          // CHORUS_SPIN_BUSY_NS
   Count
 };
 

@@ -1,11 +1,13 @@
 #include "src/core/wait.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace chorus {
@@ -15,6 +17,7 @@ constexpr int64_t kSleepSliceNs = 10000000;  // futex timeout: re-check deadline
 constexpr int64_t kPeerCheckNs = 500000000;  // how often a waiter checks its peer's process
 constexpr int64_t kYieldSliceNs = 50000;     // no doorbell: sleep this long between polls
 constexpr int kPollsPerClockRead = 32;       // clock_gettime costs ~20 ns; a poll ~5 ns
+constexpr int64_t kBusyCheckNs = 2000000;    // how often /proc/loadavg is read (~2 us a read)
 
 // The peer waits on this CPU, and the job's ranks do not crowd the CPUs they may use: the
 // kernel stacked them (a futex wake-up pulls the woken task to the waker's CPU, and on a
@@ -55,12 +58,50 @@ void WaitPolicy::configure(int64_t startNs, int64_t minNs, int64_t maxNs, bool a
   spinNs.store(std::clamp(startNs, minSpinNs, maxSpinNs), std::memory_order_relaxed);
 }
 
-void WaitPolicy::onWait(bool slept, bool forPeer, int64_t wakeLatencyNs) {
+WaitPolicy::~WaitPolicy() {
+  if (loadFd_ >= 0) close(loadFd_);
+}
+
+bool WaitPolicy::enableBusyCheck(int64_t spinNs) {
+  busySpinNs = 0;
+  if (spinNs <= 0) return true;
+  if (loadFd_ < 0) loadFd_ = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (loadFd_ < 0) return false;
+  onlineCpus_ = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  busyCheckedNs_.store(INT64_MIN, std::memory_order_relaxed);
+  busySpinNs = spinNs;
+  return true;
+}
+
+bool WaitPolicy::machineBusy(int64_t now) {
+  const int64_t last = busyCheckedNs_.load(std::memory_order_relaxed);
+  if (loadFd_ < 0 || (last != INT64_MIN && now - last < kBusyCheckNs))
+    return busy_.load(std::memory_order_relaxed);
+  busyCheckedNs_.store(now, std::memory_order_relaxed);
+  // "0.52 0.58 0.59 3/187 4321": the fourth field's first number is how many tasks are
+  // runnable now, this waiter included.
+  char buf[128];
+  const ssize_t n = pread(loadFd_, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return busy_.load(std::memory_order_relaxed);
+  buf[n] = '\0';
+  const char* p = buf;
+  for (int field = 0; field < 3 && p; ++field) {
+    p = strchr(p, ' ');
+    if (p) ++p;
+  }
+  if (!p) return busy_.load(std::memory_order_relaxed);
+  const bool busy = atoi(p) > onlineCpus_;
+  busy_.store(busy, std::memory_order_relaxed);
+  return busy;
+}
+
+void WaitPolicy::onWait(bool slept, bool forPeer, int64_t wakeLatencyNs, bool busy) {
   slowWaits.fetch_add(1, std::memory_order_relaxed);
   if (!slept) return;
   sleeps.fetch_add(1, std::memory_order_relaxed);
   if (forPeer) peerSleeps.fetch_add(1, std::memory_order_relaxed);
-  if (!adaptive || forPeer || wakeLatencyNs < 0) return;
+  if (busy) busySleeps.fetch_add(1, std::memory_order_relaxed);
+  if (!adaptive || forPeer || busy || wakeLatencyNs < 0) return;
   const int64_t target = std::clamp(kWakeFactor * wakeLatencyNs, minSpinNs, maxSpinNs);
   const int64_t now = spinNs.load(std::memory_order_relaxed);
   const int64_t step = (target - now) / 4;
@@ -91,7 +132,9 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
   int64_t nextPeerCheck = start + kPeerCheckNs;
   bool slept = false;
   bool sleptForPeer = false;  // a quick wake-up then says the sleep helped: learn nothing
-  int64_t wakeLatency = -1;   // how long after the writer's ring this waiter ran again
+  bool sleptBusy = false;     // slept early on a busy machine: learn nothing either
+  const int64_t busySpin = w.policy ? w.policy->busySpinNs : 0;
+  int64_t wakeLatency = -1;  // how long after the writer's ring this waiter ran again
   chorusResult_t result = chorusSuccess;
   // Ranks that crowd their cores (no spin budget, yield first) yield after every poll, not
   // every kPollsPerClockRead: each further poll keeps the core from the rank it waits for
@@ -128,7 +171,12 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     bool peerHere = peerBell && peerBell->cpuPlusOne.load(std::memory_order_relaxed) == cpuPlusOne;
     if (peerHere && w.policy && w.policy->unstack && moveOffPeersCpu(w.policy, cpuPlusOne - 1, t))
       continue;  // now on another CPU: spin there
-    if (t < spinUntil && !peerHere) continue;
+    if (t < spinUntil && !peerHere) {
+      // More runnable tasks than CPUs: a spin past busySpinNs only spends this waiter's
+      // share of its CPU; sleep, and let the writer's ring run it again.
+      if (busySpin <= 0 || t - start < busySpin || !w.policy->machineBusy(t)) continue;
+      sleptBusy = true;
+    }
     // Where the host's own ranks crowd its CPUs, whoever runs next on this CPU is most
     // likely another rank of the job: yielding hands it the CPU without the system call
     // and wake-up a futex costs (measured: np 4 on 2 CPUs, 8 B in 3-7 us yielding against
@@ -159,7 +207,8 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     const int64_t rang = bell->rangNs.load(std::memory_order_relaxed);
     if (rang >= asleepSince) wakeLatency = std::max<int64_t>(0, nowNs() - rang);
   }
-  if (w.policy && result == chorusSuccess) w.policy->onWait(slept, sleptForPeer, wakeLatency);
+  if (w.policy && result == chorusSuccess)
+    w.policy->onWait(slept, sleptForPeer, wakeLatency, sleptBusy && !sleptForPeer);
   return result;
 }
 

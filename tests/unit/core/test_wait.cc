@@ -3,10 +3,12 @@
 // deadline and abort exits. Real threads, a real futex.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "src/core/wait.h"
 
@@ -156,6 +158,57 @@ TEST(WaitUntil, PeerOnAnotherCpuIsWaitedForBySpinning) {
   writer.join();
   EXPECT_EQ(r, chorusSuccess);
   EXPECT_EQ(w.policy.sleeps.load(), 0u);
+}
+
+// A busy machine (more runnable threads than CPUs: real spinning threads here) cuts a long
+// learnt budget short; the same wait on the same busy machine with the check off spins it
+// out (negative control). Both waits last ~40 ms.
+TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < cpus + 1; ++i)
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) cpuRelax();
+    });
+  auto waitOnce = [](int64_t busySpinNs, WaitPolicy* policy) {
+    Waiting w;
+    w.policy.configure(60000000000, 60000000000, 60000000000, true);  // would spin a minute
+    EXPECT_TRUE(w.policy.enableBusyCheck(busySpinNs));
+    w.peerBell.cpuPlusOne.store(100000);  // the peer waits on another CPU
+    std::thread writer(publishLater, &w, 40);
+    chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                                 w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+    writer.join();
+    EXPECT_EQ(r, chorusSuccess);
+    policy->busySleeps.store(w.policy.busySleeps.load());
+    policy->sleeps.store(w.policy.sleeps.load());
+    policy->spinNs.store(w.policy.spinNs.load());
+  };
+  WaitPolicy on, off;
+  waitOnce(5000, &on);
+  waitOnce(0, &off);
+  // Still busy now? Otherwise the machine did not see the threads (they are real runnable
+  // threads, so it does unless something else ends them).
+  WaitPolicy probe;
+  ASSERT_TRUE(probe.enableBusyCheck(1));
+  const bool stillBusy = probe.machineBusy(nowNs());
+  stop.store(true);
+  for (auto& t : hogs) t.join();
+  ASSERT_TRUE(stillBusy) << cpus + 1 << " spinning threads and this one on " << cpus
+                         << " CPUs should read as busy";
+  EXPECT_GE(on.busySleeps.load(), 1u) << "it slept on the busy machine";
+  EXPECT_EQ(on.spinNs.load(), 60000000000) << "a busy machine's sleep teaches nothing";
+  EXPECT_EQ(off.sleeps.load(), 0u) << "without the check it spins its budget out";
+}
+
+TEST(WaitPolicy, QuietMachineIsNotBusy) {
+  WaitPolicy p;
+  EXPECT_FALSE(p.machineBusy(nowNs())) << "the check is off until enabled";
+  ASSERT_TRUE(p.enableBusyCheck(5000));
+  EXPECT_EQ(p.busySpinNs, 5000);
+  ASSERT_TRUE(p.enableBusyCheck(0));
+  EXPECT_EQ(p.busySpinNs, 0) << "0 turns it off";
 }
 
 TEST(WaitUntil, DeadlineAndAbortEndTheWait) {
