@@ -128,6 +128,7 @@ const NamedConst kConsts[] = {
     {"os_lat_us", &ModelParams::osLatUs},
     {"os_bw_factor", &ModelParams::osBwFactor},
     {"tcp_crowd_peer_us", &ModelParams::tcpCrowdPeerUs},
+    {"tcp_crowd_halving_large", &ModelParams::tcpCrowdHalvingLarge},
 };
 
 bool number(const std::string& s, double* v) {
@@ -371,9 +372,9 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
           t = (2 * rounds + (odd ? 2 : 0)) * (h.lat + crowdStep) +
               (2.0 * (pow2 - 1) / pow2 + (odd ? 2.0 : 0.0)) * S / h.bw;
         }
-        return crowdTcp ? t * (1 + (correctionAt(p.tcpCrowdHalvingCorrection, bytes) - 1) *
-                                       (perCore - 1))
-                        : t;
+        if (!crowdTcp) return t;
+        t *= 1 + (correctionAt(p.tcpCrowdHalvingCorrection, bytes) - 1) * (perCore - 1);
+        return bytes > (size_t{16} << 20) ? t * p.tcpCrowdHalvingLarge : t;
       }
       if (a == Algo::Ring) {
         const int steps = 2 * (n - 1);

@@ -176,8 +176,18 @@ TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
   EXPECT_EQ(best(s41, 256 << 10, chorus::defaultAlgos(s41)), Algo::Halving);
   for (size_t b = size_t{1} << 20; b <= (size_t{256} << 20); b *= 4)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
-  for (size_t b = size_t{256} << 10; b <= (size_t{256} << 20); b *= 4)
+  for (size_t b = size_t{256} << 10; b <= (size_t{16} << 20); b *= 4)
     EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
+  // Above 16 MiB (tcp_crowd_halving_large; 2 x 2, 64-256 MiB: the tree faster) not halving.
+  for (size_t b = size_t{64} << 20; b <= (size_t{256} << 20); b *= 4)
+    EXPECT_NE(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
+  ModelParams one;
+  one.tcpCrowdHalvingLarge = 1;
+  EXPECT_NEAR(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Halving, 64 << 20) /
+                  chorus::predictUs(one, s22, Coll::AllReduce, Algo::Halving, 64 << 20),
+              4.0, 1e-9);
+  EXPECT_DOUBLE_EQ(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Halving, 16 << 20),
+                   chorus::predictUs(one, s22, Coll::AllReduce, Algo::Halving, 16 << 20));
   // Negative controls: the same shapes with a CPU per rank keep the plain choice (no
   // doubling in the defaults, direct then ring), and so does one crowded host without tcp.
   for (const ModelShape& s : {tcpHosts(4, 1), tcpHosts(2, 2), tcpHosts(2, 1)}) {
