@@ -83,12 +83,17 @@ struct ModelParams {
   /// per CPU; there the tree's own correction is left out). Fitted (perf/fit_tcp_crowd.py)
   /// so that the model's choice among ring, tree and halving is the best measured in both
   /// shapes at once, with one tcp socket per peer (CHORUS_NSOCKS=auto): on 4 x 1 the ring
-  /// from 64 KiB on (halving at 256 KiB), on 2 x 2 halving from 256 KiB.
+  /// from 64 KiB on, on 2 x 2 the ring up to 2 MiB, halving from 2 to 16 MiB.
   double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.41, 0.96, 0.50, 0.75, 1.00,
                                                     0.96, 0.92, 0.92, 0.92, 0.92};
-  /// ... and so is recursive halving + doubling's (Algo::Halving), fitted with it, ...
-  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {2.18, 1.59, 1.00, 1.00, 1.00,
-                                                       1.00, 1.00, 1.00, 1.00, 1.00};
+  /// ... and so is recursive halving + doubling's (Algo::Halving), fitted with it up to
+  /// 64 KiB and from 4 MiB; 128 KiB-2 MiB raised by hand from the fit's 1.00: in
+  /// perf/compare_tcp.sh's own runs (a fresh process per sweep, 256 KiB its first size,
+  /// -n 5 -w 1; load 10-16) halving took 1.3-4x the ring's time at 256 KiB on 4 x 1 and
+  /// 1.3-2.7x at 256 KiB-1 MiB on 2 x 2, against 0.75-0.86x in the fit's data (-n 20 -w 5)
+  /// (docs/PERF.md "third stop") ...
+  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {2.18, 1.59, 1.00, 3.00, 3.00,
+                                                       3.00, 3.00, 2.00, 1.00, 1.00};
   /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
   /// 1.1x and 256 MiB 1.7-2.4x the tree's time (its pairs exchange in lockstep; the tree's
   /// two halves stream), 4-16 MiB 0.7-0.9x, where the plain model says 0.35x (it prices

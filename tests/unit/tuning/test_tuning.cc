@@ -159,8 +159,9 @@ ModelShape crowdedTcpHosts(int hosts, int perHost) {
 TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
   // Measured there with one tcp socket per peer (perf/data/tcp_crowd.csv, docs/PERF.md
   // "third stop: tcp mid sizes"): recursive doubling fastest up to 4 KiB in both shapes; on
-  // 4 x 1 (every hop tcp) the ring from 64 KiB on, halving at 256 KiB; on 2 x 2 (shm inside
-  // the hosts) halving from 256 KiB, which keeps the larger halves inside a host.
+  // 4 x 1 (every hop tcp) the ring from 64 KiB on; on 2 x 2 (shm inside the hosts) halving
+  // at 32 KiB and from 4 to 16 MiB (it keeps the larger halves inside a host), the ring at
+  // 256 KiB-1 MiB.
   const ModelShape s41 = crowdedTcpHosts(4, 1), s22 = crowdedTcpHosts(2, 2);
   for (const ModelShape& s : {s41, s22}) {
     ASSERT_TRUE(chorus::crowdedTcp(s));
@@ -173,10 +174,12 @@ TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
     const unsigned noHalving = chorus::parseAlgoMask("^halving", nullptr, def);
     EXPECT_EQ(noHalving, D | R | T | RD);
   }
-  EXPECT_EQ(best(s41, 256 << 10, chorus::defaultAlgos(s41)), Algo::Halving);
-  for (size_t b = size_t{1} << 20; b <= (size_t{256} << 20); b *= 4)
+  for (size_t b = size_t{256} << 10; b <= (size_t{256} << 20); b *= 4)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
-  for (size_t b = size_t{256} << 10; b <= (size_t{16} << 20); b *= 4)
+  EXPECT_EQ(best(s22, 32 << 10, chorus::defaultAlgos(s22)), Algo::Halving);
+  for (size_t b = size_t{256} << 10; b <= (size_t{1} << 20); b *= 4)
+    EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Ring) << b;
+  for (size_t b = size_t{4} << 20; b <= (size_t{16} << 20); b *= 4)
     EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
   // Above 16 MiB (tcp_crowd_halving_large; 2 x 2, 64-256 MiB: the tree faster) not halving.
   for (size_t b = size_t{64} << 20; b <= (size_t{256} << 20); b *= 4)
