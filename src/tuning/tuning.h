@@ -95,10 +95,12 @@ struct ModelParams {
   double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {2.18, 1.59, 1.00, 3.00, 3.00,
                                                        3.00, 3.00, 2.00, 1.00, 1.00};
   /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
-  /// 1.1x and 256 MiB 1.7-2.4x the tree's time (its pairs exchange in lockstep; the tree's
-  /// two halves stream), 4-16 MiB 0.7-0.9x, where the plain model says 0.35x (it prices
-  /// all of the tree's bytes at tcp's rate): 4 puts the choice on the tree or ring there.
-  double tcpCrowdHalvingLarge = 4.0;
+  /// 1.1x and 256 MiB 1.7x the tree's time, but 0.5-1x the ring's (64 MiB 54 against
+  /// 102-125 ms; 256 MiB 342 against 214-425), and the plain model prices the tree's shm
+  /// bytes at tcp's rate, so the tree is out of its reach there: 1.5 keeps halving above
+  /// the ring on 2 x 2 (4 had picked the ring: 0.39-0.47x the old build's tree at
+  /// 64-256 MiB) and changes nothing on 4 x 1 (the ring).
+  double tcpCrowdHalvingLarge = 1.5;
   /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
   struct Override {
     int coll;
