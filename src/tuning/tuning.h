@@ -83,7 +83,7 @@ struct ModelParams {
   /// per CPU; there the tree's own correction is left out). Fitted (perf/fit_tcp_crowd.py)
   /// so that the model's choice among ring, tree and halving is the best measured in both
   /// shapes at once, with one tcp socket per peer (CHORUS_NSOCKS=auto): on 4 x 1 the ring
-  /// from 64 KiB on, on 2 x 2 the ring up to 2 MiB, halving from 2 to 16 MiB.
+  /// from 64 KiB on, on 2 x 2 the ring up to 2 MiB, halving from 2 MiB.
   double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.41, 0.96, 0.50, 0.75, 1.00,
                                                     0.96, 0.92, 0.92, 0.92, 0.92};
   /// ... and so is recursive halving + doubling's (Algo::Halving), fitted with it up to
