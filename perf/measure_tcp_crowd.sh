@@ -1,9 +1,9 @@
 #!/bin/bash
 # measure_tcp_crowd.sh — the input of perf/fit_tcp_crowd.py: all-reduce times of each
-# algorithm forced (CHORUS_ALGO=direct, doubling, ring, tree; interleaved rounds, median
+# algorithm forced (CHORUS_ALGO=direct, doubling, ring, tree, halving; interleaved rounds, median
 # per size) on namespaced hosts that share this machine's kernel, next to the cost
 # model's predictions with the crowded-tcp constants neutral (a tuning file with
-# tcp_crowd_peer_us 0 and tcp_crowd_ring_correction all 1, read from the TUNING table of
+# tcp_crowd_peer_us 0 and tcp_crowd_ring/halving_correction all 1, read from the TUNING table of
 # CHORUS_DEBUG=INFO in the same run).
 #
 # Usage: perf/measure_tcp_crowd.sh BUILD_DIR >> perf/data/tcp_crowd.csv   (needs root)
@@ -28,7 +28,7 @@ HLIST=$(for h in $CHORUS_CLUSTER_HOSTS; do printf '%s:%s,' "$h" "$PPN"; done)
 HLIST=${HLIST%,}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-printf 'set tcp_crowd_peer_us 0\ntcp_crowd_ring_correction 1 1 1 1 1 1 1 1 1 1\n' > "$TMP/neutral.tuning"
+printf 'set tcp_crowd_peer_us 0\ntcp_crowd_ring_correction 1 1 1 1 1 1 1 1 1 1\ntcp_crowd_halving_correction 1 1 1 1 1 1 1 1 1 1\n' > "$TMP/neutral.tuning"
 run() {  # run OUT ENV... -- FLAGS...
   local out=$1; shift
   local envs=()
@@ -42,11 +42,11 @@ run() {  # run OUT ENV... -- FLAGS...
 run "$TMP/info.csv" CHORUS_DEBUG=INFO CHORUS_DEBUG_SUBSYS=TUNING,INIT \
   CHORUS_TUNING_FILE="$TMP/neutral.tuning" -- -b 8 -e 8 -n 1 -w 0 2> "$TMP/info.txt"
 for round in $(seq 1 "$ROUNDS"); do
-  for algo in direct doubling ring tree; do
+  for algo in direct doubling ring tree halving; do
     echo "round $round/$ROUNDS $algo" >&2
     run "$TMP/$algo.small.$round.csv" CHORUS_ALGO=$algo -- -b 8 -e 4K -f 2 -n 200 -w 20
     case $algo in direct|doubling) continue ;; esac
-    run "$TMP/$algo.large.$round.csv" CHORUS_ALGO=$algo -- -b 16K -e 16M -f 4 -n 5 -w 1
+    run "$TMP/$algo.large.$round.csv" CHORUS_ALGO=$algo -- -b 16K -e 16M -f 4 -n 20 -w 5
   done
 done
 python3 - "$TMP" "$NH" "$PPN" <<'PY'
@@ -60,7 +60,7 @@ cols = [8, 256, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 
         256 << 20]
 pred = {}
 for line in text.splitlines():
-    mm = re.search(r"\[0\].*all_reduce\s+(direct|ring|tree|doubling)\s+(.*)$", line)
+    mm = re.search(r"\[0\].*all_reduce\s+(direct|ring|tree|doubling|halving)\s+(.*)$", line)
     if mm:
         for b, v in zip(cols, mm.group(2).split()):
             if v != "-":

@@ -70,6 +70,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
       if (plan.algo == Algo::Doubling && a.count * p.elemSize() <= comm->tuning.llBytes)
         return allReduceRecDoubling(comm, a, p);
       if (plan.algo == Algo::Tree) return allReduceTree(comm, a, plan, p);
+      if (plan.algo == Algo::Halving) return allReduceHalving(comm, a, plan, p);
       return allReduceRing(comm, a, plan, p);
     case Coll::Broadcast: return broadcastRun(comm, a, plan, p);
     case Coll::Reduce: return reduceRun(comm, a, plan, p);

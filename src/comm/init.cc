@@ -172,7 +172,10 @@ void fillTransportOptions(TransportContext* ctx) {
   ctx->shm.bindLocal = &topo::bindToLocalNuma;  // segments on the reading rank's NUMA node
   TcpOptions& tcp = ctx->tcp;
   tcp.ifname = paramString(Param::SocketIfname);
-  tcp.nsocks = clamped(Param::Nsocks, -1, 1 << 20);  // the transport rejects what is outside
+  // "auto" (the default): 2, or 1 where a kernel's ranks crowd its CPUs (connectTransports).
+  tcp.nsocks = paramString(Param::Nsocks) == "auto"
+                   ? 2
+                   : clamped(Param::Nsocks, -1, 1 << 20);  // the transport rejects what is outside
   tcp.chunkBytes = paramInt(Param::TcpChunkSize);
   tcp.buffBytes = paramInt(Param::BuffSize);
   tcp.sockBuf = paramInt(Param::SocketBuf);
@@ -218,6 +221,20 @@ chorusResult_t connectTransports(chorusComm* comm) {
       CHORUS_INFO(kLogNet, "tcp congestion control: %s (CHORUS_TCP_CONGESTION=auto, %d kernel%s)",
                   comm->nKernels == 1 ? "cubic" : "the system's", comm->nKernels,
                   comm->nKernels == 1 ? "" : "s");
+  }
+  // CHORUS_NSOCKS=auto: one socket per peer and direction where some kernel runs more of
+  // the job's ranks than it has CPUs (the same answer on every rank). There a second
+  // socket adds no CPU to move its stripe, only a second stream of segments, recv calls and
+  // epoll events for the same CPUs to serve (measured on 4 x 1 and 2 x 2 namespaced hosts
+  // on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two; docs/PERF.md "Session of
+  // 2026-11-25, third stop: tcp mid sizes").
+  if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu > 1.0) {
+    ctx.tcp.nsocks = 1;
+    if (comm->rank == 0)
+      CHORUS_INFO(kLogNet,
+                  "tcp: 1 socket per peer (CHORUS_NSOCKS=auto, %.2f ranks per cpu of "
+                  "the most crowded kernel)",
+                  comm->maxRanksPerKernelCpu);
   }
   const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
   for (int t = 0; t < ntab; ++t) {

@@ -45,8 +45,9 @@ const ParamInfo kParams[] = {
     {"CHORUS_KERNEL_ISA", "",
      "Force a lower host kernel variant (baseline, avx2) for debugging; a higher one than the CPU "
      "runs is ignored."},
-    {"CHORUS_NSOCKS", "2",
-     "TCP sockets per peer pair and direction; each message is striped across them (1 to 16)."},
+    {"CHORUS_NSOCKS", "auto",
+     "TCP sockets per peer pair and direction; each message is striped across them (1 to 16); "
+     "auto: 2, or 1 where a kernel runs more of the job's ranks than it has CPUs."},
     {"CHORUS_SOCKET_BUFSIZE", "4M",
      "SO_SNDBUF/SO_RCVBUF asked for on TCP transport sockets (the kernel may cap it; 0 keeps its "
      "autotuning)."},

@@ -28,6 +28,7 @@ const char* algoName(Algo a) {
     case Algo::Ring: return "ring";
     case Algo::Tree: return "tree";
     case Algo::Doubling: return "doubling";
+    case Algo::Halving: return "halving";
   }
   return "?";
 }
@@ -70,7 +71,7 @@ unsigned parseMask(const std::string& specIn, const char* const* names, int coun
   return named ? named : all;  // nothing recognized: no restriction
 }
 
-const char* const kAlgoNames[] = {"direct", "ring", "tree", "doubling"};
+const char* const kAlgoNames[] = {"direct", "ring", "tree", "doubling", "halving"};
 const char* const kProtoNames[] = {"ll", "simple"};
 
 int indexOf(const std::string& s, const char* const* names, int count) {
@@ -99,7 +100,9 @@ double ranksPerCore(const ModelShape& s) {
 }
 
 unsigned defaultAlgos(const ModelShape& s) {
-  return kDefaultAlgos | (crowdedTcp(s) ? 1u << static_cast<int>(Algo::Doubling) : 0u);
+  return kDefaultAlgos | (crowdedTcp(s) ? 1u << static_cast<int>(Algo::Doubling) |
+                                              1u << static_cast<int>(Algo::Halving)
+                                        : 0u);
 }
 
 unsigned parseProtoMask(const std::string& spec, std::string* bad) {
@@ -125,6 +128,7 @@ const NamedConst kConsts[] = {
     {"os_lat_us", &ModelParams::osLatUs},
     {"os_bw_factor", &ModelParams::osBwFactor},
     {"tcp_crowd_peer_us", &ModelParams::tcpCrowdPeerUs},
+    {"tcp_crowd_halving_large", &ModelParams::tcpCrowdHalvingLarge},
 };
 
 bool number(const std::string& s, double* v) {
@@ -161,8 +165,11 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
         return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
       continue;
     }
-    if (key == "tcp_tree_correction" || key == "tcp_crowd_ring_correction") {
-      double* f = key == "tcp_tree_correction" ? p.tcpTreeCorrection : p.tcpCrowdRingCorrection;
+    if (key == "tcp_tree_correction" || key == "tcp_crowd_ring_correction" ||
+        key == "tcp_crowd_halving_correction") {
+      double* f = key == "tcp_tree_correction"         ? p.tcpTreeCorrection
+                  : key == "tcp_crowd_ring_correction" ? p.tcpCrowdRingCorrection
+                                                       : p.tcpCrowdHalvingCorrection;
       if (w.size() != 1 + ModelParams::kTcpTreeBuckets)
         return fail("expected: " + key + " and " + std::to_string(ModelParams::kTcpTreeBuckets) +
                     " factors (16 KiB, 32 KiB, ..., 8 MiB)");
@@ -337,6 +344,37 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         while (pow2 * 2 <= n) pow2 *= 2, ++rounds;
         const int steps = rounds + (n > pow2 ? 2 : 0);
         return steps * (h.lat + p.llPeerUs + 2 * crowdStep + perCore * S / h.bw);
+      }
+      if (a == Algo::Halving) {
+        // Recursive halving then doubling: 2 log2(pow2) pairwise exchanges moving the
+        // ring's bytes, two more whole-vector hops when n is not a power of two.
+        // With shm inside hosts of L ranks (a power of two, positions of a host adjacent)
+        // the first log2(L) exchanges stay inside a host and move S (1 - 1/L) each way at
+        // shm cost; only the rest, S/L (1 - L/n), cross tcp.
+        int pow2 = 1, rounds = 0;
+        while (pow2 * 2 <= n) pow2 *= 2, ++rounds;
+        const bool odd = n > pow2;
+        const int L = s.maxLocalRanks;
+        double t;
+        if (s.tcpHops && !s.allTcp && !odd && L > 1 && (L & (L - 1)) == 0 && n % L == 0 &&
+            !findOverride(p, coll, a, Proto::Simple)) {
+          int inside = 0;
+          while ((1 << inside) < L) ++inside;
+          const double slow = 1 + p.osBwFactor * (perCore - 1);
+          const double latF = 1 + p.osLatFactor * (perCore - 1);
+          const double shmLat = (p.shm.latUs + p.simpleStepUs) * latF;
+          const double tcpLat = (p.tcp.latUs + p.simpleStepUs) * latF;
+          const double shmBw = p.shm.bwGBps * 1e3 / slow;
+          const double tcpBw = std::min(p.tcp.bwGBps, p.shm.bwGBps) * 1e3 / slow;
+          t = 2 * inside * (shmLat + crowdStep) + 2 * (rounds - inside) * (tcpLat + crowdStep) +
+              2.0 * (1 - 1.0 / L) * S / shmBw + 2.0 * (1.0 / L - 1.0 / n) * S / tcpBw;
+        } else {
+          t = (2 * rounds + (odd ? 2 : 0)) * (h.lat + crowdStep) +
+              (2.0 * (pow2 - 1) / pow2 + (odd ? 2.0 : 0.0)) * S / h.bw;
+        }
+        if (!crowdTcp) return t;
+        t *= 1 + (correctionAt(p.tcpCrowdHalvingCorrection, bytes) - 1) * (perCore - 1);
+        return bytes > (size_t{16} << 20) ? t * p.tcpCrowdHalvingLarge : t;
       }
       if (a == Algo::Ring) {
         const int steps = 2 * (n - 1);
@@ -580,6 +618,11 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     // and a wake-up when the waiter slept). One piece per half, up to a slot.
     const size_t half = (bytes / 2 + 63) & ~static_cast<size_t>(63);
     p.pieceBytes = std::min(half, k.slotBytes);
+  }
+  if (p.algo == Algo::Halving && perShare == 1 && k.slotBytes > 0) {
+    // Crowded tcp: whole halves per message, up to a slot (each message waits for its
+    // receiver's turn on a CPU; measured, 4 x 1: 64 KiB pieces 1.1-1.9x slower).
+    p.pieceBytes = k.slotBytes;
   }
   switch (coll) {
     case Coll::Scatter:

@@ -218,17 +218,32 @@ def check_kernel(stderr, n):
         % (n, full[0][2], full[0][4], len(lines)))
 
 
+def check_sockets(stderr, n):
+    """CHORUS_NSOCKS=auto: one tcp socket per peer and direction where the kernel's ranks
+    outnumber its CPUs, two otherwise; every rank with tcp peers says how many it opens."""
+    kern = re.search(r"this kernel runs (\d+) of the job's ranks on (\d+) cpus", stderr)
+    want = 1 if kern and int(kern.group(1)) > int(kern.group(2)) else 2
+    got = re.findall(r"\[(\d+)\] chorus INFO .*TCP listening on .*: (\d+) sockets per peer", stderr)
+    # The job's communicator: every rank. (A split-off one of fewer ranks may not crowd.)
+    ranks = sorted({int(r) for r, k in got if int(k) == want})
+    expect(ranks == list(range(n)),
+           "want a TCP listening line with %d socket(s) per peer from every rank (kernel line "
+           "%s), got %s" % (want, kern.group(0) if kern else None, got))
+    log("every rank opens %d tcp socket(s) per peer (CHORUS_NSOCKS=auto)" % want)
+
+
 def case_chorusrun(c, per_host):
     n = len(c.hosts) * per_host
     spec = ",".join("%s:%d" % (h, per_host) for h in c.hosts)
     coll = c.exe("tests/integration/coll/coll_proc_main")
-    env = {"CHORUS_DEBUG": "INFO", "CHORUS_DEBUG_SUBSYS": "INIT", "CHORUS_TIMEOUT_S": "120"}
+    env = {"CHORUS_DEBUG": "INFO", "CHORUS_DEBUG_SUBSYS": "INIT,NET", "CHORUS_TIMEOUT_S": "120"}
     _, out, err, took = c.chorusrun(spec, ["-x", "CHORUS_DEBUG", "-x", "CHORUS_DEBUG_SUBSYS",
                                            "-x", "CHORUS_TIMEOUT_S", coll] + MATRIX_ARGS, env=env)
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed on %d ranks in %.1f s" % (n, took))
     check_transports(err, [r // per_host for r in range(n)])
     check_kernel(err, n)
+    check_sockets(err, n)
     for big in BIG_RUNS:
         _, out, _, took = c.chorusrun(spec, [coll] + big, env={"CHORUS_TIMEOUT_S": "120"})
         expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))

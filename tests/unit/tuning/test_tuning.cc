@@ -24,6 +24,7 @@ constexpr unsigned D = 1u << static_cast<int>(Algo::Direct);
 constexpr unsigned R = 1u << static_cast<int>(Algo::Ring);
 constexpr unsigned T = 1u << static_cast<int>(Algo::Tree);
 constexpr unsigned RD = 1u << static_cast<int>(Algo::Doubling);
+constexpr unsigned RH = 1u << static_cast<int>(Algo::Halving);
 constexpr unsigned LL = 1u << static_cast<int>(chorus::Proto::LL);
 constexpr unsigned SIMPLE = 1u << static_cast<int>(chorus::Proto::Simple);
 
@@ -155,25 +156,39 @@ ModelShape crowdedTcpHosts(int hosts, int perHost) {
   return s;
 }
 
-TEST(TuningModel, SharedKernelPicksDoublingThenTree) {
-  // Measured there (perf/data/tcp_crowd.csv): recursive doubling 0.4-0.6x direct's time up
-  // to 4 KiB, the ring 0.5-0.8x the tree's from 64 KiB to 1 MiB, the tree 0.5-0.9x the
-  // ring's from 4 MiB.
-  for (const ModelShape& s : {crowdedTcpHosts(4, 1), crowdedTcpHosts(2, 2)}) {
+TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
+  // Measured there with one tcp socket per peer (perf/data/tcp_crowd.csv, docs/PERF.md
+  // "third stop: tcp mid sizes"): recursive doubling fastest up to 4 KiB in both shapes; on
+  // 4 x 1 (every hop tcp) the ring from 64 KiB on; on 2 x 2 (shm inside the hosts) halving
+  // at 32 KiB and from 4 to 16 MiB (it keeps the larger halves inside a host), the ring at
+  // 256 KiB-1 MiB.
+  const ModelShape s41 = crowdedTcpHosts(4, 1), s22 = crowdedTcpHosts(2, 2);
+  for (const ModelShape& s : {s41, s22}) {
     ASSERT_TRUE(chorus::crowdedTcp(s));
     const unsigned def = chorus::defaultAlgos(s);
-    EXPECT_EQ(def, kAll | RD);
-    for (size_t b : {size_t{8}, size_t{256}, size_t{4} << 10, size_t{16} << 10})
+    EXPECT_EQ(def, kAll | RD | RH);
+    for (size_t b : {size_t{8}, size_t{256}, size_t{4} << 10})
       EXPECT_EQ(best(s, b, def), Algo::Doubling) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
-    for (size_t b = size_t{64} << 10; b <= (size_t{1} << 20); b *= 4)
-      EXPECT_EQ(best(s, b, def), Algo::Ring) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
-    for (size_t b = size_t{4} << 20; b <= (size_t{256} << 20); b *= 4)
-      EXPECT_EQ(best(s, b, def), Algo::Tree) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
-    // "^tree" starts from the shape's defaults: doubling stays, the ring takes the rest.
-    const unsigned noTree = chorus::parseAlgoMask("^tree", nullptr, def);
-    EXPECT_EQ(noTree, D | R | RD);
-    EXPECT_EQ(best(s, 16 << 20, noTree), Algo::Ring);
+    EXPECT_EQ(best(s, 64 << 10, def), Algo::Ring) << s.nhosts << "x" << s.maxLocalRanks;
+    // "^halving" starts from the shape's defaults: doubling stays.
+    const unsigned noHalving = chorus::parseAlgoMask("^halving", nullptr, def);
+    EXPECT_EQ(noHalving, D | R | T | RD);
   }
+  for (size_t b = size_t{256} << 10; b <= (size_t{256} << 20); b *= 4)
+    EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
+  EXPECT_EQ(best(s22, 32 << 10, chorus::defaultAlgos(s22)), Algo::Halving);
+  for (size_t b = size_t{256} << 10; b <= (size_t{1} << 20); b *= 4)
+    EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Ring) << b;
+  // From 4 MiB halving, also above 16 MiB (times tcp_crowd_halving_large there).
+  for (size_t b = size_t{4} << 20; b <= (size_t{256} << 20); b *= 4)
+    EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
+  ModelParams one;
+  one.tcpCrowdHalvingLarge = 1;
+  EXPECT_NEAR(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Halving, 64 << 20) /
+                  chorus::predictUs(one, s22, Coll::AllReduce, Algo::Halving, 64 << 20),
+              1.5, 1e-9);
+  EXPECT_DOUBLE_EQ(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Halving, 16 << 20),
+                   chorus::predictUs(one, s22, Coll::AllReduce, Algo::Halving, 16 << 20));
   // Negative controls: the same shapes with a CPU per rank keep the plain choice (no
   // doubling in the defaults, direct then ring), and so does one crowded host without tcp.
   for (const ModelShape& s : {tcpHosts(4, 1), tcpHosts(2, 2), tcpHosts(2, 1)}) {
@@ -237,6 +252,55 @@ TEST(TuningModel, SharedKernelTermsFollowTheirConstants) {
   EXPECT_DOUBLE_EQ(f.tcpCrowdPeerUs, 7);
   EXPECT_DOUBLE_EQ(f.tcpCrowdRingCorrection[6], 2.5);
   EXPECT_DOUBLE_EQ(f.tcpCrowdRingCorrection[9], ModelParams{}.tcpCrowdRingCorrection[9]);
+}
+
+TEST(TuningModel, HalvingIsAnAllReduceAlgorithmWithItsOwnCorrection) {
+  // Recursive halving + doubling: named, or in the defaults where ranks crowd a kernel over
+  // tcp; all-reduce only.
+  EXPECT_EQ(chorus::parseAlgoMask("halving"), RH);
+  EXPECT_EQ(chorus::parseAlgoMask("ring,HALVING"), R | RH);
+  EXPECT_EQ(chorus::defaultAlgos(tcpHosts(4, 1)) & RH, 0u);
+  EXPECT_EQ(chorus::defaultAlgos(shmShape(8)) & RH, 0u);
+  const ModelShape s = crowdedTcpHosts(4, 1);
+  EXPECT_NE(chorus::defaultAlgos(s) & RH, 0u);
+  for (Coll c : {Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter})
+    EXPECT_LT(chorus::predictUs(ModelParams{}, s, c, Algo::Halving, 1 << 20), 0);
+  EXPECT_GT(chorus::predictUs(ModelParams{}, s, Coll::AllReduce, Algo::Halving, 1 << 20), 0);
+  // CHORUS_ALGO=halving for a broadcast falls back to what can run.
+  EXPECT_EQ(best(s, 1 << 20, RH, 3, Coll::Broadcast), Algo::Ring);
+  // The plain model: 2 log2(n) steps against the ring's 2 (n - 1), the ring's bytes.
+  ModelParams neutral;
+  for (double& f : neutral.tcpCrowdHalvingCorrection) f = 1;
+  const ModelShape plain8 = tcpHosts(8, 1);
+  EXPECT_LT(chorus::predictUs(neutral, plain8, Coll::AllReduce, Algo::Halving, 64 << 10),
+            chorus::predictUs(neutral, plain8, Coll::AllReduce, Algo::Ring, 64 << 10));
+  // Its correction applies where crowded only, times the extra ranks per CPU.
+  ModelParams p = neutral;
+  for (double& f : p.tcpCrowdHalvingCorrection) f = 1.5;
+  EXPECT_NEAR(chorus::predictUs(p, s, Coll::AllReduce, Algo::Halving, 1 << 20) /
+                  chorus::predictUs(neutral, s, Coll::AllReduce, Algo::Halving, 1 << 20),
+              1.5, 1e-9);
+  EXPECT_DOUBLE_EQ(
+      chorus::predictUs(p, tcpHosts(4, 1), Coll::AllReduce, Algo::Halving, 1 << 20),
+      chorus::predictUs(neutral, tcpHosts(4, 1), Coll::AllReduce, Algo::Halving, 1 << 20));
+  // A tuning-file constant.
+  ModelParams f;
+  std::string err;
+  ASSERT_TRUE(
+      chorus::parseTuningText("tcp_crowd_halving_correction 1 1 1 1 1 1 3 1 1 -\n", &f, &err))
+      << err;
+  EXPECT_DOUBLE_EQ(f.tcpCrowdHalvingCorrection[6], 3);
+  EXPECT_FALSE(chorus::parseTuningText("tcp_crowd_halving_correction 1 1\n", &f, &err));
+  // Crowded: a whole slot per message; elsewhere the usual pieces.
+  const chorus::PlanKnobs k{4, size_t{512} << 10, size_t{8} << 20};
+  const chorus::TuningTables crowded = chorus::buildTables(ModelParams{}, s, RH, 3);
+  const chorus::TuningTables uncrowded = chorus::buildTables(ModelParams{}, tcpHosts(4, 1), RH, 3);
+  const chorus::Plan pc = chorus::choosePlan(&crowded, k, Coll::AllReduce, 1 << 20);
+  EXPECT_EQ(pc.algo, Algo::Halving);
+  EXPECT_EQ(pc.pieceBytes, size_t{512} << 10);
+  const chorus::Plan pu = chorus::choosePlan(&uncrowded, k, Coll::AllReduce, 1 << 20);
+  EXPECT_EQ(pu.algo, Algo::Halving);
+  EXPECT_EQ(pu.pieceBytes, size_t{64} << 10);
 }
 
 TEST(TuningModel, TcpCostsMoreThanShm) {
