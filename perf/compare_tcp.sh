@@ -68,10 +68,15 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 SECONDS=0
 
 # The link's ceiling: iperf3 from host 0 to host 1, one stream and as many as Chorus uses
-# per connection (CHORUS_NSOCKS, default 2), with the congestion control Chorus puts on its
+# per connection (CHORUS_NSOCKS, as auto resolves it below), with the congestion control Chorus puts on its
 # sockets (CHORUS_TCP_CONGESTION, default auto: cubic here, where one kernel runs all the
 # namespaced hosts; empty: the system's, like Open MPI's).
-NSOCKS=${CHORUS_NSOCKS:-2}
+# CHORUS_NSOCKS=auto (the default) is one socket where one kernel runs more of the job's
+# ranks than it has CPUs (every namespaced host here shares this kernel), two otherwise.
+NSOCKS=${CHORUS_NSOCKS:-auto}
+if [ "$NSOCKS" = auto ]; then
+  if [ "$NP" -gt "$(nproc)" ]; then NSOCKS=1; else NSOCKS=2; fi
+fi
 IPERF_CC=${CHORUS_TCP_CONGESTION-auto}
 [ "$IPERF_CC" = auto ] && IPERF_CC=cubic
 IPERF_CC_TEXT=${IPERF_CC:-"the system default"}
