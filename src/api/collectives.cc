@@ -130,9 +130,46 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   return chorusSuccess;
 }
 
+// Under the exec lock (runBlocking): the last call's resolved arguments when this call is
+// the same one, else a full validation, remembered for next time.
+chorusResult_t prepareBlocking(const void* ctx, CollArgs* out) {
+  const Call& c = *static_cast<const Call*>(ctx);
+  LastCall& last = c.comm->lastCall;
+  if (last.valid && last.coll == c.coll && last.sendbuf == c.sendbuf && last.recvbuf == c.recvbuf &&
+      last.count == c.count && last.type == c.type && last.op == c.op && last.root == c.root &&
+      !c.comm->abortFlag.load(std::memory_order_relaxed)) {
+    *out = last.args;
+    return chorusSuccess;
+  }
+  CHORUS_CHECK(validate(c, out));
+  // User ops can be destroyed (and their slot reused): those calls validate every time.
+  last.valid = !isReducing(c.coll) || c.op < chorusNumOps;
+  last.coll = c.coll;
+  last.sendbuf = c.sendbuf;
+  last.recvbuf = c.recvbuf;
+  last.count = c.count;
+  last.type = c.type;
+  last.op = c.op;
+  last.root = c.root;
+  last.args = *out;
+  return chorusSuccess;
+}
+
 chorusResult_t submit(const Call& c) {
   clearThreadLastError();
-  if (c.comm && c.comm->magic == kCommMagic) setLogRank(c.comm->rank);
+  if (c.comm && c.comm->magic == kCommMagic) {
+    setLogRank(c.comm->rank);
+    if (c.stream == nullptr && c.anyPeer == nullptr && c.coll != Coll::Send &&
+        c.coll != Coll::Recv && !inGroup()) {
+      // A blocking collective: validated (or found identical to the last one) and run
+      // under one lock.
+      c.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
+      const chorusResult_t r = runBlocking(c.comm, prepareBlocking, &c);
+      if (r != chorusSuccess) commRecordError(c.comm, r);
+      c.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
+      return r;
+    }
+  }
   CollArgs args;
   chorusResult_t r = validate(c, &args);
   if (r != chorusSuccess) {

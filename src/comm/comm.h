@@ -81,6 +81,22 @@ struct PlanCache {
   std::atomic<uint64_t> logged[kNumColls] = {};
 };
 
+/// The last blocking call that passed validation (src/api/collectives.cc): an identical call
+/// (same collective, buffers, count, type, built-in op and root, on the NULL stream outside a
+/// group) reuses its resolved arguments instead of validating again. Read and written only
+/// under chorusComm::execMutex. Everything validation looked at either is in the key, cannot
+/// change (the op table is not consulted for built-in ops; the pointer checks' own cache is
+/// never invalidated either) or is checked again on every call (the abort flag).
+struct LastCall {
+  bool valid = false;
+  Coll coll = Coll::AllReduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t count = 0;
+  int type = 0, op = 0, root = 0;
+  CollArgs args{};
+};
+
 /// The order ring algorithms visit ranks in: hosts in the order of their lowest rank, and
 /// a host's ranks together, socket by socket (src/topology), so a ring crosses each host
 /// boundary once
@@ -160,10 +176,11 @@ struct chorusComm {
   /// Serializes operations on this communicator (a blocking call and a stream worker
   /// must not interleave their slots).
   std::mutex execMutex;
-  uint64_t opCount = 0;   // sequence number of collectives, for messages and checks
-  uint64_t p2pCount = 0;  // sequence number of sends and receives (counted apart: ranks
-                          // legitimately make different numbers of them)
-  int anySourceNext = 0;  // where the next chorusRecvAnySource starts looking (fairness)
+  chorus::LastCall lastCall;  // under execMutex
+  uint64_t opCount = 0;       // sequence number of collectives, for messages and checks
+  uint64_t p2pCount = 0;      // sequence number of sends and receives (counted apart: ranks
+                              // legitimately make different numbers of them)
+  int anySourceNext = 0;      // where the next chorusRecvAnySource starts looking (fairness)
   /// The last operations, for hang reports (see comm/flight_recorder.h); never null after
   /// creation (capacity 0 when CHORUS_FLIGHT_RECORDER_SIZE=0).
   std::unique_ptr<chorus::FlightRecorder> flight;

@@ -146,6 +146,19 @@ chorusResult_t enqueueOp(const Op& call) {
   return pushed;
 }
 
+chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx) {
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  CollArgs args;
+  CHORUS_CHECK(prepare(ctx, &args));
+  args.frId = comm->flight->enqueue(static_cast<int>(args.coll), args.type, args.count, args.op,
+                                    args.root, true);
+  if (comm->abortFlag.load(std::memory_order_relaxed)) {
+    comm->flight->finish(args.frId, chorusAborted);
+    CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+  }
+  return runCollective(comm, args);
+}
+
 chorusResult_t groupStart() {
   ++tlsGroup.depth;
   return chorusSuccess;

@@ -18,6 +18,12 @@ struct Op {
 /// Runs now (NULL stream), queues on the stream, or records into the open group.
 chorusResult_t enqueueOp(const Op& op);
 
+/// A blocking call (NULL stream, no open group) runs now on the calling thread under the
+/// communicator's exec lock: `prepare(ctx, &args)` validates (or reuses the last call's
+/// validation, chorusComm::lastCall, which that lock guards) first; its failure is returned.
+using PrepareFn = chorusResult_t (*)(const void* ctx, CollArgs* args);
+chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx);
+
 chorusResult_t groupStart();
 chorusResult_t groupEnd();
 /// True between chorusGroupStart and the matching End on this thread.

@@ -77,11 +77,13 @@ void ShmSendConn::post(size_t bytes) {
 
 chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx& w) {
   const uint64_t seq = ++llSeq_;
-  // The buffer we are about to write was last used by seq - kLlDepth: the receiver must
-  // have consumed it.
-  if (seq > static_cast<uint64_t>(kLlDepth) && llAckCache_ < seq - kLlDepth) {
+  const bool isLong = bytes > kLlLineMax;
+  // The buffer we are about to write was last used by seq - depth (or earlier): the
+  // receiver must have consumed it.
+  const uint64_t depth = isLong ? kLlDepth : kLlShortDepth;
+  if (seq > depth && llAckCache_ < seq - depth) {
     ConnCtrl* c = v_.ctrl;
-    uint64_t want = seq - kLlDepth;
+    uint64_t want = seq - depth;
     chorusResult_t r = waitUntil(
         [c, want, this] {
           llAckCache_ = c->llAck.consumed.load(std::memory_order_acquire);
@@ -90,16 +92,16 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
         w, v_.localBell, v_.peerPid, v_.remoteBell);
     if (r != chorusSuccess) return r;
   }
-  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
   const uint64_t flag = llFlagValue(seq);
   const char* src = static_cast<const char*>(data);
-  if (bytes > kLlLineMax) {  // long: contiguous, then the one flag
+  if (isLong) {  // contiguous, then the one flag
+    char* buf = v_.ll + v_.geo.llLongOffset(seq);
     std::memcpy(buf, src, bytes);
     flagAt(buf, llLongFlagOffset(v_.geo.llMax))->store(flag, std::memory_order_release);
     ringDoorbell(v_.remoteBell);
     return chorusSuccess;
   }
-  buf += llLinesOffset(v_.geo.llMax);
+  char* buf = v_.ll + v_.geo.llShortOffset(seq);
   const size_t lines = llLines(bytes);
   size_t i = 0;
   for (; i + 1 < lines; ++i) {  // full lines: data, then the line's flag
@@ -147,31 +149,30 @@ void ShmRecvConn::release() {
   ringDoorbell(v_.remoteBell);
 }
 
-chorusResult_t ShmRecvConn::awaitLL(char* buf, uint64_t want, size_t bytes, const WaitCtx& w) {
+chorusResult_t ShmRecvConn::awaitLL(uint64_t seq, size_t bytes, char** at, const WaitCtx& w) {
+  const uint64_t want = llFlagValue(seq);
   if (bytes > kLlLineMax) {
-    std::atomic<uint64_t>* flag = flagAt(buf, llLongFlagOffset(v_.geo.llMax));
+    *at = v_.ll + v_.geo.llLongOffset(seq);
+    std::atomic<uint64_t>* flag = flagAt(*at, llLongFlagOffset(v_.geo.llMax));
     if (flag->load(std::memory_order_acquire) == want) return chorusSuccess;
     return waitUntil([flag, want] { return flag->load(std::memory_order_acquire) == want; }, w,
                      v_.localBell, v_.peerPid, v_.remoteBell);
   }
-  char* at = buf + llLinesOffset(v_.geo.llMax);
+  char* buf = *at = v_.ll + v_.geo.llShortOffset(seq);
   const size_t lines = llLines(bytes);
-  if (linesReady(at, lines, want)) return chorusSuccess;
-  return waitUntil([at, lines, want] { return linesReady(at, lines, want); }, w, v_.localBell,
+  if (linesReady(buf, lines, want)) return chorusSuccess;
+  return waitUntil([buf, lines, want] { return linesReady(buf, lines, want); }, w, v_.localBell,
                    v_.peerPid, v_.remoteBell);
 }
 
 chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCtx& w) {
-  const uint64_t seq = llSeq_ + 1;
-  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
-  chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
+  char* buf;
+  chorusResult_t r = awaitLL(llSeq_ + 1, bytes, &buf, w);
   if (r != chorusSuccess) return r;
-  if (bytes > kLlLineMax) {
-    *data = buf;
-  } else if (bytes <= kLlLineData) {
-    *data = buf + llLinesOffset(v_.geo.llMax);  // one line: in place
+  if (bytes > kLlLineMax || bytes <= kLlLineData) {
+    *data = buf;  // long, or one line: in place
   } else {
-    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, staging_);
+    gatherLines(buf, bytes, staging_);
     *data = staging_;
   }
   return chorusSuccess;
@@ -184,14 +185,13 @@ void ShmRecvConn::releaseLL() {
 }
 
 chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {
-  const uint64_t seq = llSeq_ + 1;
-  char* buf = v_.ll + (seq % kLlDepth) * v_.geo.llStride();
-  chorusResult_t r = awaitLL(buf, llFlagValue(seq), bytes, w);
+  char* buf;
+  chorusResult_t r = awaitLL(llSeq_ + 1, bytes, &buf, w);
   if (r != chorusSuccess) return r;
   if (bytes > kLlLineMax)
     std::memcpy(dst, buf, bytes);
   else
-    gatherLines(buf + llLinesOffset(v_.geo.llMax), bytes, static_cast<char*>(dst));
+    gatherLines(buf, bytes, static_cast<char*>(dst));
   releaseLL();
   return chorusSuccess;
 }

@@ -12,7 +12,7 @@ namespace shm {
 /// own when it is empty; each rings the other's after making progress).
 struct ConnView {
   ConnCtrl* ctrl;
-  char* ll;     // kLlDepth buffers of geo.llStride() bytes
+  char* ll;     // the LL buffers, long then short (AreaGeometry::llLongOffset/llShortOffset)
   char* slots;  // depth slots of slotBytes
   AreaGeometry geo;
   Doorbell* localBell;
@@ -57,9 +57,9 @@ class ShmRecvConn final : public RecvConn {
   chorusResult_t check(const char* what) override { return peerCheck(v_, what); }
 
  private:
-  /// Waits until the message of `bytes` in `buf` carries flag `want` (every line of a short
-  /// one, the one flag of a long one; layout.h).
-  chorusResult_t awaitLL(char* buf, uint64_t want, size_t bytes, const WaitCtx& w);
+  /// Waits until message `seq` of `bytes` has arrived (every line of a short one carries
+  /// its flag, or the one flag of a long one; layout.h); *at: its buffer.
+  chorusResult_t awaitLL(uint64_t seq, size_t bytes, char** at, const WaitCtx& w);
 
   ConnView v_;
   uint64_t tail_ = 0;  // slots released (our copy)

@@ -19,7 +19,8 @@ namespace shm {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5253484d31ull;  // "CHORSHM1"
 constexpr int kMaxDepth = 14;                              // slot sizes share the head's cache line
-constexpr int kLlDepth = 4;                                // LL buffers in flight per connection
+constexpr int kLlDepth = 4;        // long LL buffers in flight per connection
+constexpr int kLlShortDepth = 32;  // short (line) LL buffers in flight per connection
 constexpr size_t kPage = 4096;
 
 /// Written by the sender: how many slots it has posted and their payload sizes. One line,
@@ -56,10 +57,10 @@ struct alignas(64) SegmentHeader {
   Doorbell bell;
 };
 
-/// An LL buffer holds one message, laid out one of two ways by its size.
+/// An LL message goes in one of two kinds of buffer by its size (AreaGeometry).
 ///
-/// Short messages (up to kLlLineMax = 448 bytes) go in 64-byte lines at the end of the
-/// buffer: each line carries up to 56 bytes of the message and, in its last 8 bytes, its
+/// Short messages (up to kLlLineMax = 448 bytes) go in a short buffer of 64-byte lines:
+/// each line carries up to 56 bytes of the message and, in its last 8 bytes, its
 /// own flag saying which message the line belongs to. The sender fills a line's data, then
 /// stores that line's flag with release order, line after line; the reader checks the
 /// flags of all the message's lines in one branch-free poll (acquire) and takes each line's
@@ -68,12 +69,13 @@ struct alignas(64) SegmentHeader {
 /// rather than "flag line, then data line" one after the other. A one-line message is read
 /// in place; a longer one is gathered into the receiver's private buffer.
 ///
-/// Longer messages go contiguous at the buffer's start, followed by one flag in a line of
-/// its own at a fixed place (after room for llMax bytes), before the lines: the reader polls it,
+/// Longer messages go contiguous at a long buffer's start, followed by one flag in a line of
+/// its own at a fixed place (after room for llMax bytes): the reader polls it,
 /// then reads the bytes in place (one flag line per message; polling every line of a long message
 /// while the sender writes it would only pull lines away from the sender).
 ///
-/// Data never goes where a flag of either layout sits, so stale data can never pose as a
+/// Short and long buffers were once one (the lines after the long flag); data still never
+/// goes where a flag of either layout sits, so stale data can never pose as a
 /// flag, whatever its bytes; a flag word only ever holds flags, and a stale one is an
 /// earlier message's (see llFlagValue).
 constexpr size_t kLlLineBytes = 64;
@@ -91,8 +93,10 @@ inline size_t llLines(size_t bytes) {
 inline size_t llLongFlagOffset(size_t llMax) {
   return (llMax + kLlLineBytes - 1) / kLlLineBytes * kLlLineBytes;
 }
-/// Where the short-message lines start: after the long flag's line.
-inline size_t llLinesOffset(size_t llMax) { return llLongFlagOffset(llMax) + kLlLineBytes; }
+/// Bytes of one long buffer: the message, then its flag's line.
+inline size_t llLongStride(size_t llMax) { return llLongFlagOffset(llMax) + kLlLineBytes; }
+/// Bytes of one short buffer: its lines.
+constexpr size_t kLlShortBytes = kLlLineCount * kLlLineBytes;
 /// Where line `i`'s flag sits, from the start of the lines.
 inline size_t llLineFlagOffset(size_t i) { return i * kLlLineBytes + kLlLineData; }
 /// The flag word that says "message `seq` is here" (in a line, or for the whole long
@@ -115,8 +119,22 @@ struct AreaGeometry {
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
-  size_t llStride() const { return llLinesOffset(llMax) + kLlLineCount * kLlLineBytes; }
-  size_t llBytes() const { return roundUp(kLlDepth * llStride(), kPage); }
+  /// The LL area: kLlDepth long buffers, then kLlShortDepth short ones. Message `seq` uses
+  /// long buffer seq % kLlDepth or short buffer seq % kLlShortDepth by its size (one sequence
+  /// for both). Short ones get the deeper ring: a sender reloads the receiver's
+  /// acknowledgement line only when it is a ring behind, and every reload is a cache miss on
+  /// the sender's path plus a line the receiver must take back before its next
+  /// acknowledgement (with 4, one call in four of an 8-byte all-reduce paid both).
+  size_t llLongOffset(uint64_t seq) const {
+    return static_cast<size_t>(seq % kLlDepth) * llLongStride(llMax);
+  }
+  size_t llShortOffset(uint64_t seq) const {
+    return kLlDepth * llLongStride(llMax) +
+           static_cast<size_t>(seq % kLlShortDepth) * kLlShortBytes;
+  }
+  size_t llBytes() const {
+    return roundUp(kLlDepth * llLongStride(llMax) + kLlShortDepth * kLlShortBytes, kPage);
+  }
   size_t slotsOffset() const { return ctrlBytes() + llBytes(); }
   size_t areaBytes() const { return slotsOffset() + roundUp(slotBytes * depth, kPage); }
   size_t headerBytes() const { return kPage; }

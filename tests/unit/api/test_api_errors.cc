@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -340,6 +341,102 @@ TEST_F(OneRank, PreMulSumRejectsBadArguments) {
   EXPECT_RESULT(chorusRedOpDestroy(op, comm_), chorusInvalidArgument);
   // A destroyed op cannot be used any more.
   EXPECT_INVALID_ARG(comm_, chorusAllReduce(a_, b_, 4, chorusFloat32, op, comm_, nullptr), "op");
+}
+
+// An identical repeat of the last blocking call reuses its validation (chorusComm::lastCall):
+// a user op is never taken from it, so a repeat with a destroyed op is still rejected, and
+// a repeat whose one argument differs is validated afresh.
+TEST_F(OneRank, ARepeatedCallIsCheckedAgainWhereItsArgumentsNoLongerHold) {
+  float in[4] = {1, 2, 3, 4}, out[4] = {0};
+  float three = 3.0f;
+  chorusRedOp_t op;
+  ASSERT_EQ(
+      chorusRedOpCreatePreMulSum(&op, &three, chorusFloat32, chorusScalarHostImmediate, comm_),
+      chorusSuccess);
+  for (int rep = 0; rep < 3; ++rep) {
+    ASSERT_EQ(chorusAllReduce(in, out, 4, chorusFloat32, op, comm_, nullptr), chorusSuccess)
+        << chorusGetLastError(comm_);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], 3.0f * in[i]) << "repeat " << rep;
+  }
+  ASSERT_EQ(chorusRedOpDestroy(op, comm_), chorusSuccess);
+  EXPECT_INVALID_ARG(comm_, chorusAllReduce(in, out, 4, chorusFloat32, op, comm_, nullptr), "op");
+  // Built-in op: repeats succeed; each argument changed alone is checked again.
+  for (int rep = 0; rep < 3; ++rep)
+    ASSERT_EQ(chorusAllReduce(in, out, 4, chorusFloat32, chorusSum, comm_, nullptr), chorusSuccess);
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(in, nullptr, 4, chorusFloat32, chorusSum, comm_, nullptr), "recvbuff");
+  ASSERT_EQ(chorusAllReduce(in, out, 4, chorusFloat32, chorusSum, comm_, nullptr), chorusSuccess);
+  EXPECT_INVALID_ARG(comm_,
+                     chorusAllReduce(in, out, 4, chorusDataType_t(99), chorusSum, comm_, nullptr),
+                     "datatype");
+  ASSERT_EQ(chorusAllReduce(in, out, 4, chorusFloat32, chorusSum, comm_, nullptr), chorusSuccess);
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(in, out, 4, chorusFloat32, chorusRedOp_t(77), comm_, nullptr), "op");
+  ASSERT_EQ(chorusBroadcast(in, out, 4, chorusFloat32, 0, comm_, nullptr), chorusSuccess);
+  EXPECT_INVALID_ARG(comm_, chorusBroadcast(in, out, 4, chorusFloat32, 1, comm_, nullptr), "root");
+  ASSERT_EQ(chorusAllReduce(in, out, 4, chorusFloat32, chorusSum, comm_, nullptr), chorusSuccess);
+  EXPECT_INVALID_ARG(
+      comm_, chorusAllReduce(in, out, SIZE_MAX / 2, chorusFloat32, chorusSum, comm_, nullptr),
+      "count");
+}
+
+// Calls that alternate collective, count, type, op and buffers between two ranks (threads):
+// every result is checked against one computed here, so a call served by the last call's
+// arguments when it should not be (or the reverse) shows.
+TEST(ApiTwoRanks, AlternatingAndRepeatedCallsEachGiveTheirOwnResult) {
+  chorusComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess) << chorusGetLastError(nullptr);
+  std::vector<std::string> errors(2);
+  auto rank = [&](int r) {
+    float fin[8], fout[16], fout2[16];
+    int32_t iin[8], iout[8];
+    auto fail = [&](const std::string& what) {
+      if (errors[r].empty()) errors[r] = what;
+    };
+    for (int it = 0; it < 200; ++it) {
+      for (int i = 0; i < 8; ++i) {
+        fin[i] = float((r + 1) * (i + 1) + it);
+        iin[i] = (r + 2) * (i + 3) + it;
+      }
+      const size_t n = 5 + size_t(it % 3);  // 5, 6, 7
+      // sum, max, sum on float (same buffers), then int32 sum, then an all-gather.
+      if (chorusAllReduce(fin, fout, n, chorusFloat32, chorusSum, comms[r], nullptr) !=
+          chorusSuccess)
+        return fail(chorusGetLastError(comms[r]));
+      for (size_t i = 0; i < n; ++i)
+        if (fout[i] != float(1 * (i + 1) + it) + float(2 * (i + 1) + it))
+          return fail("sum " + std::to_string(it) + " element " + std::to_string(i));
+      if (chorusAllReduce(fin, fout, n, chorusFloat32, chorusMax, comms[r], nullptr) !=
+          chorusSuccess)
+        return fail(chorusGetLastError(comms[r]));
+      for (size_t i = 0; i < n; ++i)
+        if (fout[i] != float(2 * (i + 1) + it))
+          return fail("max " + std::to_string(it) + " element " + std::to_string(i));
+      if (chorusAllReduce(fin, fout2, n, chorusFloat32, chorusSum, comms[r], nullptr) !=
+          chorusSuccess)
+        return fail(chorusGetLastError(comms[r]));
+      for (size_t i = 0; i < n; ++i)
+        if (fout2[i] != float(1 * (i + 1) + it) + float(2 * (i + 1) + it))
+          return fail("sum into another buffer " + std::to_string(it));
+      if (chorusAllReduce(iin, iout, n, chorusInt32, chorusSum, comms[r], nullptr) != chorusSuccess)
+        return fail(chorusGetLastError(comms[r]));
+      for (size_t i = 0; i < n; ++i)
+        if (iout[i] != int32_t(2 * (i + 3) + it) + int32_t(3 * (i + 3) + it))
+          return fail("int32 sum " + std::to_string(it));
+      if (chorusAllGather(fin, fout, n, chorusFloat32, comms[r], nullptr) != chorusSuccess)
+        return fail(chorusGetLastError(comms[r]));
+      for (int q = 0; q < 2; ++q)
+        for (size_t i = 0; i < n; ++i)
+          if (fout[size_t(q) * n + i] != float((q + 1) * (i + 1) + it))
+            return fail("all-gather " + std::to_string(it));
+    }
+  };
+  std::thread t1(rank, 1);
+  rank(0);
+  t1.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (chorusComm_t c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
 }
 
 TEST(ApiGroup, EndWithoutStartIsInvalidUsage) {

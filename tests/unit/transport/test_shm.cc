@@ -150,10 +150,49 @@ TEST(ShmTransport, LowLatencyMessagesOfEverySizeAndManyRounds) {
 TEST(ShmTransport, LowLatencySenderWaitsForTheReaderBeforeReusingABuffer) {
   Pair p;
   char byte = 7;
-  for (int i = 0; i < shm::kLlDepth; ++i)
+  for (int i = 0; i < shm::kLlShortDepth; ++i)
     ASSERT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(1'000'000'000)), chorusSuccess);
-  // Every buffer holds an unread message: the next send must wait, not overwrite.
+  // Every short buffer holds an unread message: the next send must wait, not overwrite.
   EXPECT_EQ(p.send[0]->sendLL(&byte, 1, waitFor(20'000'000)), chorusTimeout);
+  // The unread messages are all still there, intact.
+  for (int i = 0; i < shm::kLlShortDepth; ++i) {
+    char got = 0;
+    ASSERT_EQ(p.recv[1]->recvLL(&got, 1, waitFor(1'000'000'000)), chorusSuccess);
+    ASSERT_EQ(got, 7) << "message " << i + 1;
+  }
+}
+
+TEST(ShmTransport, LowLatencySenderWaitsBeforeReusingALongBuffer) {
+  Pair p(4096, 2, 1024);
+  std::vector<char> msg(600, 3);  // > kLlLineMax: a long buffer
+  for (int i = 0; i < shm::kLlDepth; ++i)
+    ASSERT_EQ(p.send[0]->sendLL(msg.data(), msg.size(), waitFor(1'000'000'000)), chorusSuccess);
+  EXPECT_EQ(p.send[0]->sendLL(msg.data(), msg.size(), waitFor(20'000'000)), chorusTimeout);
+}
+
+// Short and long messages interleave on one sequence: each kind reuses its own buffers only
+// once the receiver has consumed the message that last used them, and every message arrives
+// intact and in order (a sender running up to a ring ahead).
+TEST(ShmTransport, ShortAndLongLowLatencyMessagesInterleaveInOrder) {
+  Pair p(4096, 2, 1024);
+  const size_t kSizes[] = {8, 1024, 100, 600, 448, 449, 0, 56, 57};
+  constexpr int kRounds = 300;
+  std::thread sender([&] {
+    std::vector<unsigned char> msg(1024);
+    for (int r = 0; r < kRounds; ++r) {
+      const size_t bytes = kSizes[r % 9];
+      for (size_t i = 0; i < bytes; ++i) msg[i] = static_cast<unsigned char>(r * 13 + i);
+      ASSERT_EQ(p.send[0]->sendLL(msg.data(), bytes, waitFor(10'000'000'000)), chorusSuccess);
+    }
+  });
+  std::vector<unsigned char> out(1024);
+  for (int r = 0; r < kRounds; ++r) {
+    const size_t bytes = kSizes[r % 9];
+    ASSERT_EQ(p.recv[1]->recvLL(out.data(), bytes, waitFor(10'000'000'000)), chorusSuccess);
+    for (size_t i = 0; i < bytes; ++i)
+      ASSERT_EQ(out[i], static_cast<unsigned char>(r * 13 + i)) << "message " << r << " byte " << i;
+  }
+  sender.join();
 }
 
 // A short LL message's flag sits where an earlier, longer message in the same buffer left
@@ -242,15 +281,16 @@ TEST(ShmTransport, AMultiLineMessageArrivesOnlyWhenEveryLineCarriesItsFlag) {
   const size_t bytes = 4 * shm::kLlLineData - 8;  // 4 lines, the last one partly
   ASSERT_EQ(shm::llLines(bytes), 4u);
   std::vector<unsigned char> msg(bytes), out(bytes);
-  // Messages 1..kLlDepth through the real path; message kLlDepth + 1 reuses buffer 1.
-  for (int m = 1; m <= shm::kLlDepth; ++m) {
+  // Messages 1..kLlShortDepth through the real path; message kLlShortDepth + 1 reuses
+  // short buffer 1.
+  for (int m = 1; m <= shm::kLlShortDepth; ++m) {
     for (size_t i = 0; i < bytes; ++i) msg[i] = static_cast<unsigned char>(m * 7 + i);
     ASSERT_EQ(send.sendLL(msg.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
     ASSERT_EQ(recv.recvLL(out.data(), bytes, waitFor(1'000'000'000)), chorusSuccess);
     ASSERT_EQ(out, msg);
   }
-  const uint64_t seq = shm::kLlDepth + 1;
-  char* buf = v.ll + (seq % shm::kLlDepth) * geo.llStride() + shm::llLinesOffset(geo.llMax);
+  const uint64_t seq = shm::kLlShortDepth + 1;
+  char* buf = v.ll + geo.llShortOffset(seq);
   auto flag = [&](size_t line) {
     return reinterpret_cast<std::atomic<uint64_t>*>(buf + shm::llLineFlagOffset(line));
   };
