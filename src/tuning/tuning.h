@@ -178,8 +178,7 @@ struct Segment {
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
-  int piecesPerShare = 4;        ///< piecesPerShare of the shape the tables were built for
-  bool sharedMemoryOnly = true;  ///< no hop of the shape is TCP
+  int piecesPerShare = 4;  ///< piecesPerShare of the shape the tables were built for
   Algo pick(Coll coll, size_t bytes) const {
     const std::vector<Segment>& v = segs[static_cast<int>(coll)];
     for (const Segment& g : v)

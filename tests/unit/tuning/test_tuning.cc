@@ -471,24 +471,4 @@ TEST(ChoosePlan, FakeComm) {
   EXPECT_EQ(plan(4, "", "simple", 8).proto, chorus::Proto::Simple);
 }
 
-TEST(ChoosePlan, TwoRanksOverTcpKeepSeveralPiecesPerHalf) {
-  // Over a socket the next piece travels while this one is reduced, so the one-piece rule
-  // of two ranks on shared memory does not apply: a quarter of a half, as for more ranks.
-  chorusComm comm;
-  comm.rank = 0;
-  comm.nranks = 2;
-  comm.ncpus = 2;
-  comm.peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
-  comm.peers[1].hostHash = 8;
-  comm.tuning.slotBytes = 512 << 10;
-  comm.tuning.fifoDepth = 8;
-  comm.tuning.llBytes = 16 << 10;
-  comm.tuning.treeBytes = 0;
-  comm.tuning.ntBytes = 8 << 20;
-  comm.tuning.algo = "ring";
-  EXPECT_EQ(chorus::commChoosePlan(&comm, Coll::AllReduce, 1 << 20).pieceBytes, size_t{128} << 10);
-  EXPECT_EQ(chorus::commChoosePlan(&comm, Coll::AllReduce, 256 << 20).pieceBytes,
-            size_t{512} << 10);
-}
-
 }  // namespace
