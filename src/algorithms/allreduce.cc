@@ -100,24 +100,14 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
   return chorusSuccess;
 }
 
-namespace {
-
-// Whether every link of this communicator is shared memory: only there does the way the
-// slots are written decide where the peer reads them from (src/tuning/slot_stores.h).
-bool allShm(const chorusComm* comm) {
-  for (const auto& t : comm->transports)
-    if (std::strcmp(t->name(), "shm") != 0) return false;
-  return !comm->transports.empty();
-}
-
-}  // namespace
-
 static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                          Prims& p);
 
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  if (!allShm(comm)) return allReduceRingSteps(comm, a, plan, p);
-  // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES): only
+  // where shared memory joins every pair does the way the slots are written decide where
+  // the peer reads them from (src/tuning/slot_stores.h).
+  if (!comm->peerMem.allShm) return allReduceRingSteps(comm, a, plan, p);
   const size_t bytes = a.count * p.elemSize();
   SlotStoreChooser& ch = comm->slotStores;
   const bool inPlace = a.sendbuf == a.recvbuf;
