@@ -294,35 +294,35 @@ chorusResult_t cmaMove(chorusComm* comm, int peer, uint64_t remoteAddr, void* lo
 
 }  // namespace
 
-chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
-                           size_t bytes) {
-  if (bytes == 0) return chorusSuccess;
-  if (ref.regionId) {
-    char* base;
-    CHORUS_CHECK(mapRegion(comm, peer, ref, &base));
-    std::memcpy(dst, base + (ref.addr - ref.regionBase) + off, bytes);
-    return chorusSuccess;
-  }
-  return cmaMove(comm, peer, ref.addr + off, dst, bytes, false);
-}
-
 chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size_t off, char** p) {
   if (!ref.regionId)
     CHORUS_FAIL(chorusInternalError, "rank %d: rank %d's buffer is not registered memory",
                 comm->rank, peer);
-  char* base;
+  char* base = nullptr;
   CHORUS_CHECK(mapRegion(comm, peer, ref, &base));
   *p = base + (ref.addr - ref.regionBase) + off;
   return chorusSuccess;
+}
+
+chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
+                           size_t bytes) {
+  if (bytes == 0) return chorusSuccess;
+  if (ref.regionId) {
+    char* theirs;
+    CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
+    std::memcpy(dst, theirs, bytes);
+    return chorusSuccess;
+  }
+  return cmaMove(comm, peer, ref.addr + off, dst, bytes, false);
 }
 
 chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
                             const void* src, size_t bytes) {
   if (bytes == 0) return chorusSuccess;
   if (ref.regionId) {
-    char* base;
-    CHORUS_CHECK(mapRegion(comm, peer, ref, &base));
-    std::memcpy(base + (ref.addr - ref.regionBase) + off, src, bytes);
+    char* theirs;
+    CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
+    std::memcpy(theirs, src, bytes);
     return chorusSuccess;
   }
   return cmaMove(comm, peer, ref.addr + off, const_cast<void*>(src), bytes, true);
