@@ -157,28 +157,21 @@ chorusResult_t prepareBlocking(const void* ctx, CollArgs* out) {
 
 chorusResult_t submit(const Call& c) {
   clearThreadLastError();
-  if (c.comm && c.comm->magic == kCommMagic) {
-    setLogRank(c.comm->rank);
-    if (c.stream == nullptr && c.anyPeer == nullptr && c.coll != Coll::Send &&
-        c.coll != Coll::Recv && !inGroup()) {
-      // A blocking collective: validated (or found identical to the last one) and run
-      // under one lock.
-      c.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
-      const chorusResult_t r = runBlocking(c.comm, prepareBlocking, &c);
-      if (r != chorusSuccess) commRecordError(c.comm, r);
-      c.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
-      return r;
-    }
-  }
+  const bool commOk = c.comm && c.comm->magic == kCommMagic;
+  if (commOk) setLogRank(c.comm->rank);
+  // A blocking collective is validated (or found identical to the last one) and run under
+  // one lock; everything else is validated here, then run, queued or recorded in the group.
+  const bool blocking = commOk && c.stream == nullptr && c.anyPeer == nullptr &&
+                        c.coll != Coll::Send && c.coll != Coll::Recv && !inGroup();
   CollArgs args;
-  chorusResult_t r = validate(c, &args);
+  chorusResult_t r = blocking ? chorusSuccess : validate(c, &args);
   if (r != chorusSuccess) {
-    if (c.comm && c.comm->magic == kCommMagic) commRecordError(c.comm, r);
+    if (commOk) commRecordError(c.comm, r);
     return r;
   }
   // From here until the decrement, chorusCommAbort/Destroy on another thread waits for us.
   c.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
-  r = enqueueOp(Op{c.comm, args, c.stream});
+  r = blocking ? runBlocking(c.comm, prepareBlocking, &c) : enqueueOp(Op{c.comm, args, c.stream});
   if (r != chorusSuccess) commRecordError(c.comm, r);
   c.comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
   return r;

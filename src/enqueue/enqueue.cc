@@ -105,6 +105,20 @@ chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
   return chorusSuccess;
 }
 
+namespace {
+
+// Under comm->execMutex, on the calling thread: the call runs now unless the communicator
+// was aborted (then its flight recorder entry is closed as aborted).
+chorusResult_t runUnlessAborted(chorusComm* comm, const CollArgs& args) {
+  if (comm->abortFlag.load(std::memory_order_relaxed)) {
+    comm->flight->finish(args.frId, chorusAborted);
+    CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
+  }
+  return runCollective(comm, args);
+}
+
+}  // namespace
+
 chorusResult_t enqueueOp(const Op& call) {
   // The flight recorder sees the call from here on: enqueued now, started when it runs.
   Op op = call;
@@ -116,13 +130,8 @@ chorusResult_t enqueueOp(const Op& call) {
     return chorusSuccess;
   }
   if (op.stream == nullptr) {
-    chorusComm* comm = op.comm;
-    std::lock_guard<std::mutex> lock(comm->execMutex);
-    if (comm->abortFlag.load(std::memory_order_relaxed)) {
-      comm->flight->finish(op.args.frId, chorusAborted);
-      CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
-    }
-    return runCollective(comm, op.args);
+    std::lock_guard<std::mutex> lock(op.comm->execMutex);
+    return runUnlessAborted(op.comm, op.args);
   }
   if (op.stream->device != nullptr)  // a wrapped CUDA stream (DeviceExecutor, stream.h)
     return op.stream->device->enqueue(op.stream, {op}, [](std::vector<Op>& ops) {
@@ -152,11 +161,7 @@ chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx)
   CHORUS_CHECK(prepare(ctx, &args));
   args.frId = comm->flight->enqueue(static_cast<int>(args.coll), args.type, args.count, args.op,
                                     args.root, true);
-  if (comm->abortFlag.load(std::memory_order_relaxed)) {
-    comm->flight->finish(args.frId, chorusAborted);
-    CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
-  }
-  return runCollective(comm, args);
+  return runUnlessAborted(comm, args);
 }
 
 chorusResult_t groupStart() {
