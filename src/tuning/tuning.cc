@@ -259,6 +259,17 @@ const ModelParams::Override* findOverride(const ModelParams& p, Coll c, Algo a, 
   return nullptr;
 }
 
+// A hop of `lat` µs and `bw` GB/s where ranks share a core: each waits for the others to
+// be scheduled, and (Simple) gets a share of the core's copy rate.
+Hop sharingCores(const ModelParams& p, const ModelShape& s, Proto pr, double lat, double bw) {
+  const double perCore = ranksPerCore(s);
+  if (perCore > 1) {
+    lat = lat * (1 + p.osLatFactor * (perCore - 1));
+    if (pr == Proto::Simple) bw = bw / (1 + p.osBwFactor * (perCore - 1));
+  }
+  return {lat, bw * 1e3};
+}
+
 // The cost of one hop for this algorithm on this communicator.
 Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
   const Proto pr = protoOf(a);
@@ -282,14 +293,7 @@ Hop hopCost(const ModelParams& p, const ModelShape& s, Coll c, Algo a) {
     if (pr == Proto::Simple) lat += p.simpleStepUs;
     if (pr == Proto::LL) bw *= p.llBwFactor;
   }
-  // Ranks sharing a core: each waits for the others to be scheduled, and gets a share of
-  // the core's copy rate.
-  const double perCore = ranksPerCore(s);
-  if (perCore > 1) {
-    lat = lat * (1 + p.osLatFactor * (perCore - 1));
-    if (pr == Proto::Simple) bw = bw / (1 + p.osBwFactor * (perCore - 1));
-  }
-  return {lat, bw * 1e3};
+  return sharingCores(p, s, pr, lat, bw);
 }
 
 // A size correction (ModelParams::tcpTreeCorrection, tcpCrowdRingCorrection) at `bytes`,
@@ -360,14 +364,13 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
             !findOverride(p, coll, a, Proto::Simple)) {
           int inside = 0;
           while ((1 << inside) < L) ++inside;
-          const double slow = 1 + p.osBwFactor * (perCore - 1);
-          const double latF = 1 + p.osLatFactor * (perCore - 1);
-          const double shmLat = (p.shm.latUs + p.simpleStepUs) * latF;
-          const double tcpLat = (p.tcp.latUs + p.simpleStepUs) * latF;
-          const double shmBw = p.shm.bwGBps * 1e3 / slow;
-          const double tcpBw = std::min(p.tcp.bwGBps, p.shm.bwGBps) * 1e3 / slow;
-          t = 2 * inside * (shmLat + crowdStep) + 2 * (rounds - inside) * (tcpLat + crowdStep) +
-              2.0 * (1 - 1.0 / L) * S / shmBw + 2.0 * (1.0 / L - 1.0 / n) * S / tcpBw;
+          // Simple hops as hopCost prices them, one over shm and one over tcp.
+          const Hop shm =
+              sharingCores(p, s, Proto::Simple, p.shm.latUs + p.simpleStepUs, p.shm.bwGBps);
+          const Hop tcp = sharingCores(p, s, Proto::Simple, p.tcp.latUs + p.simpleStepUs,
+                                       std::min(p.tcp.bwGBps, p.shm.bwGBps));
+          t = 2 * inside * (shm.lat + crowdStep) + 2 * (rounds - inside) * (tcp.lat + crowdStep) +
+              2.0 * (1 - 1.0 / L) * S / shm.bw + 2.0 * (1.0 / L - 1.0 / n) * S / tcp.bw;
         } else {
           t = (2 * rounds + (odd ? 2 : 0)) * (h.lat + crowdStep) +
               (2.0 * (pow2 - 1) / pow2 + (odd ? 2.0 : 0.0)) * S / h.bw;
