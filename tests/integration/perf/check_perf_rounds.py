@@ -31,8 +31,7 @@ def main():
     for lib in ("Chorus", "Open MPI"):
         for s in sizes:
             assert len(times.get((lib, s), [])) == 2, "%s %d B: %s" % (lib, s, times)
-    table = [l for l in open(os.path.join(out, "rounds.md")) if l.startswith("| ") and
-             not l.startswith("| size")]
+    table = main_table(os.path.join(out, "rounds.md"))
     assert len(table) == len(sizes), table
     for line, s in zip(table, sizes):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -52,6 +51,46 @@ def main():
     print("perf-rounds: %d sizes, both libraries, 2 rounds: table matches the raw runs" %
           len(sizes))
     check_auto_iterations(tool, build)
+    check_windows(tool)
+
+
+def main_table(path):
+    """The rows of the first table (medians over all runs), not the per-window one after it."""
+    rows, started = [], False
+    for line in open(path):
+        if line.startswith("| size"):
+            if started:
+                break
+            started = True
+        elif started and line.startswith("| "):
+            rows.append(line)
+        elif started and rows and not line.startswith("|"):
+            break
+    return rows
+
+
+def check_windows(tool):
+    """The per-window table from runs whose probes say fast (~110 ns) or slow (~500 ns): each
+    library's median over only its runs of that window, and no windows where every probe
+    took over a microsecond (the scheduler, not the cores' distance) or all were alike."""
+    from importlib.machinery import SourceFileLoader
+    pr = SourceFileLoader("perf_rounds", tool).load_module()
+    row = lambda t: {"time_us": str(t), "busbw": "1"}
+    runs = [(1, "chorus", "all_reduce", 2, {8: row(1.0)}, 110.0),
+            (1, "mpi", "all_reduce", 2, {8: row(3.0)}, 520.0),
+            (2, "mpi", "all_reduce", 2, {8: row(2.0)}, 115.0),
+            (2, "chorus", "all_reduce", 2, {8: row(1.5)}, 108.0),
+            (3, "chorus", "all_reduce", 2, {8: row(4.0)}, 505.0),
+            (3, "mpi", "all_reduce", 2, {8: row(5.0)}, 498.0)]
+    cut = pr.window_cut([r[5] for r in runs])
+    assert cut is not None and 115 < cut < 498, cut
+    lines = [l for l in pr.window_table(runs, "all_reduce", 2, cut)
+             if l.startswith("| 8 B")]
+    assert lines == ["| 8 B | fast | 1.25 (2) | 2.00 (1) | 1.60 | 0.80 |",
+                     "| 8 B | slow | 4.00 (1) | 4.00 (2) | 1.00 | 1.00 |"], lines
+    assert pr.window_cut([110, 130, 120]) is None
+    assert pr.window_cut([4500, 14000]) is None
+    print("perf-rounds windows: per-window medians from the probes, none from scheduler noise")
 
 
 def header_iters(path):
