@@ -228,13 +228,15 @@ chorusResult_t connectTransports(chorusComm* comm) {
                   comm->nKernels == 1 ? "reno" : "the system's", comm->nKernels,
                   comm->nKernels == 1 ? "" : "s");
   }
-  // CHORUS_NSOCKS=auto: one socket per peer and direction where some kernel runs more of
-  // the job's ranks than it has CPUs (the same answer on every rank). There a second
-  // socket adds no CPU to move its stripe, only a second stream of segments, recv calls and
-  // epoll events for the same CPUs to serve (measured on 4 x 1 and 2 x 2 namespaced hosts
-  // on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two; docs/PERF.md "Session of
-  // 2026-11-25, third stop: tcp mid sizes").
-  if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu > 1.0) {
+  // CHORUS_NSOCKS=auto: one socket per peer and direction where some kernel runs as many of
+  // the job's ranks as it has CPUs, or more (the same answer on every rank). There a second
+  // socket adds no CPU to move its stripe (each rank has its caller and its progress thread
+  // already, and the kernel's tcp work runs on the same CPUs), only a second stream of
+  // segments, recv calls and epoll events for the same CPUs to serve (measured on 4 x 1 and
+  // 2 x 2 namespaced hosts on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two;
+  // docs/PERF.md "Session of 2026-11-25, third stop: tcp mid sizes"; 2 x 1 on 2 CPUs, 1-256
+  // MiB: 0.55-0.75x the time with two, "third stop: tcp 2 x 1 pieces").
+  if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu >= 1.0) {
     ctx.tcp.nsocks = 1;
     if (comm->rank == 0)
       CHORUS_INFO(kLogNet,

@@ -130,7 +130,7 @@ const ParamInfo kParams[] = {
      "spins at most this long (ns) before it sleeps on its doorbell, whatever its learnt "
      "budget; 0: the learnt budget holds on a busy machine too. Not used where CHORUS_SPIN_NS "
      "fixes the spin or the job's ranks outnumber their CPUs."},
-    {"CHORUS_TCP_PIECE_MIN", "128K",
+    {"CHORUS_TCP_PIECE_MIN", "64K",
      "Two ranks over TCP: the ring all-reduce cuts each rank's half into pieces of a quarter "
      "of it, but no smaller than this (nor larger than a slot), so the socket carries one "
      "piece while the last is reduced; 0: one piece per half, as over shared memory."},
