@@ -69,16 +69,16 @@ SECONDS=0
 
 # The link's ceiling: iperf3 from host 0 to host 1, one stream and as many as Chorus uses
 # per connection (CHORUS_NSOCKS, as auto resolves it below), with the congestion control Chorus puts on its
-# sockets (CHORUS_TCP_CONGESTION, default auto: cubic here, where one kernel runs all the
+# sockets (CHORUS_TCP_CONGESTION, default auto: reno here, where one kernel runs all the
 # namespaced hosts; empty: the system's, like Open MPI's).
-# CHORUS_NSOCKS=auto (the default) is one socket where one kernel runs more of the job's
-# ranks than it has CPUs (every namespaced host here shares this kernel), two otherwise.
+# CHORUS_NSOCKS=auto (the default) is one socket where one kernel runs as many of the job's
+# ranks as it has CPUs or more (every namespaced host here shares this kernel), two otherwise.
 NSOCKS=${CHORUS_NSOCKS:-auto}
 if [ "$NSOCKS" = auto ]; then
-  if [ "$NP" -gt "$(nproc)" ]; then NSOCKS=1; else NSOCKS=2; fi
+  if [ "$NP" -ge "$(nproc)" ]; then NSOCKS=1; else NSOCKS=2; fi
 fi
 IPERF_CC=${CHORUS_TCP_CONGESTION-auto}
-[ "$IPERF_CC" = auto ] && IPERF_CC=cubic
+[ "$IPERF_CC" = auto ] && IPERF_CC=reno
 IPERF_CC_TEXT=${IPERF_CC:-"the system default"}
 iperf() {
   on "$H1" iperf3 -s -1 -p 5201 > "$TMP/iperf-server.$1.txt" 2>&1 &

@@ -123,7 +123,7 @@ struct TcpOptions {
   int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
   int64_t pollMaxBytes = 1ll << 30;    ///< CHORUS_TCP_POLL_MAX_BYTES
   std::string congestion =
-      "cubic";  ///< CHORUS_TCP_CONGESTION, "auto" resolved at init (empty: the system's)
+      "reno";  ///< CHORUS_TCP_CONGESTION, "auto" resolved at init (empty: the system's)
 };
 
 struct RdmaOptions {

@@ -62,14 +62,15 @@ struct PtrCache {
 
 /// The knobs that shape the data path, read once at init from the parameter registry.
 struct CommTuning {
-  size_t slotBytes;   // CHORUS_CHUNKSIZE
-  int fifoDepth;      // slots per connection
-  size_t llBytes;     // CHORUS_LL_THRESHOLD
-  size_t treeBytes;   // CHORUS_TREE_THRESHOLD
-  size_t ntBytes;     // CHORUS_NT_THRESHOLD
-  int spin;           // polls before the first clock read (0 where ranks outnumber cores)
-  std::string algo;   // CHORUS_ALGO
-  std::string proto;  // CHORUS_PROTO
+  size_t slotBytes;        // CHORUS_CHUNKSIZE
+  int fifoDepth;           // slots per connection
+  size_t llBytes;          // CHORUS_LL_THRESHOLD
+  size_t treeBytes;        // CHORUS_TREE_THRESHOLD
+  size_t ntBytes;          // CHORUS_NT_THRESHOLD
+  size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: one piece per half, as over shm)
+  int spin;                // polls before the first clock read (0 where ranks outnumber cores)
+  std::string algo;        // CHORUS_ALGO
+  std::string proto;       // CHORUS_PROTO
 };
 
 /// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the

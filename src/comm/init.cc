@@ -144,6 +144,7 @@ chorusResult_t readTuning(chorusComm* comm) {
   t.llBytes = static_cast<size_t>(ll);
   t.treeBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TreeThreshold)));
   t.ntBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
+  t.tcpPieceMin = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TcpPieceMin)));
   {
     std::string ss = paramString(Param::SlotStores);
     for (auto& c : ss) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
@@ -214,21 +215,28 @@ chorusResult_t connectTransports(chorusComm* comm) {
   // "auto": where one kernel runs every rank, tcp links are virtual (veth, loopback) with no
   // bottleneck queue to pace for, and a pacing congestion control (BBR) sends from timers on
   // any CPU so segments arrive out of order and are resent (docs/PERF.md "TCP, third
-  // pass"): cubic there; across machines the system's choice stands.
+  // pass"). Nor cubic: its HyStart ends slow start once the acks of one window span more
+  // than the smallest round trip seen, a few microseconds here, so the first burst long
+  // enough fixes the window (the first pieces' size decides every later call's bandwidth,
+  // and congestion avoidance regrows a window by one segment per two windows acked:
+  // hundreds of MB). Reno has no HyStart: slow start runs until a loss. So reno there;
+  // across machines the system's choice stands (docs/PERF.md, "tcp 2 x 1 pieces").
   if (ctx.tcp.congestion == "auto") {
-    ctx.tcp.congestion = comm->nKernels == 1 ? "cubic" : "";
+    ctx.tcp.congestion = comm->nKernels == 1 ? "reno" : "";
     if (comm->rank == 0)
       CHORUS_INFO(kLogNet, "tcp congestion control: %s (CHORUS_TCP_CONGESTION=auto, %d kernel%s)",
-                  comm->nKernels == 1 ? "cubic" : "the system's", comm->nKernels,
+                  comm->nKernels == 1 ? "reno" : "the system's", comm->nKernels,
                   comm->nKernels == 1 ? "" : "s");
   }
-  // CHORUS_NSOCKS=auto: one socket per peer and direction where some kernel runs more of
-  // the job's ranks than it has CPUs (the same answer on every rank). There a second
-  // socket adds no CPU to move its stripe, only a second stream of segments, recv calls and
-  // epoll events for the same CPUs to serve (measured on 4 x 1 and 2 x 2 namespaced hosts
-  // on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two; docs/PERF.md "Session of
-  // 2026-11-25, third stop: tcp mid sizes").
-  if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu > 1.0) {
+  // CHORUS_NSOCKS=auto: one socket per peer and direction where some kernel runs as many of
+  // the job's ranks as it has CPUs, or more (the same answer on every rank). There a second
+  // socket adds no CPU to move its stripe (each rank has its caller and its progress thread
+  // already, and the kernel's tcp work runs on the same CPUs), only a second stream of
+  // segments, recv calls and epoll events for the same CPUs to serve (measured on 4 x 1 and
+  // 2 x 2 namespaced hosts on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two;
+  // docs/PERF.md "Session of 2026-11-25, third stop: tcp mid sizes"; 2 x 1 on 2 CPUs, 1-256
+  // MiB: 0.55-0.75x the time with two, "third stop: tcp 2 x 1 pieces").
+  if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu >= 1.0) {
     ctx.tcp.nsocks = 1;
     if (comm->rank == 0)
       CHORUS_INFO(kLogNet,

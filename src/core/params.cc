@@ -119,7 +119,7 @@ const ParamInfo kParams[] = {
      "FIFO unless registered); 0 (default): never, the FIFO was faster at every size measured; "
      "-1: no limit."},
     {"CHORUS_TCP_CONGESTION", "auto",
-     "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: cubic when "
+     "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: reno when "
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "
      "system's; empty: the system's. A name the kernel refuses keeps the default (logged)."},
     {"CHORUS_SLOT_STORES", "auto",
@@ -130,6 +130,10 @@ const ParamInfo kParams[] = {
      "spins at most this long (ns) before it sleeps on its doorbell, whatever its learnt "
      "budget; 0: the learnt budget holds on a busy machine too. Not used where CHORUS_SPIN_NS "
      "fixes the spin or the job's ranks outnumber their CPUs."},
+    {"CHORUS_TCP_PIECE_MIN", "64K",
+     "Two ranks over TCP: the ring all-reduce cuts each rank's half into pieces of a quarter "
+     "of it, but no smaller than this (nor larger than a slot), so the socket carries one "
+     "piece while the last is reduced; 0: one piece per half, as over shared memory."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -61,6 +61,7 @@ enum class Param : int {
   TcpCongestion,       // CHORUS_TCP_CONGESTION
   SlotStores,          // CHORUS_SLOT_STORES
   SpinBusyNs,          // CHORUS_SPIN_BUSY_NS
+  TcpPieceMin,         // CHORUS_TCP_PIECE_MIN
   Count
 };
 

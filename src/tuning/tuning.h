@@ -178,7 +178,8 @@ struct Segment {
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
-  int piecesPerShare = 4;  ///< piecesPerShare of the shape the tables were built for
+  int piecesPerShare = 4;        ///< piecesPerShare of the shape the tables were built for
+  bool sharedMemoryOnly = true;  ///< no hop of the shape is TCP
   Algo pick(Coll coll, size_t bytes) const {
     const std::vector<Segment>& v = segs[static_cast<int>(coll)];
     for (const Segment& g : v)
@@ -229,8 +230,9 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
 /// The knobs of a plan besides the tables.
 struct PlanKnobs {
   int nranks = 1;
-  size_t slotBytes = 0;  // CHORUS_CHUNKSIZE
-  size_t ntBytes = 0;    // CHORUS_NT_THRESHOLD
+  size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
+  size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
+  size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
 };
 
 /// The plan for one call; `bytes` is the size of the whole result buffer of the call.

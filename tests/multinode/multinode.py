@@ -219,10 +219,11 @@ def check_kernel(stderr, n):
 
 
 def check_sockets(stderr, n):
-    """CHORUS_NSOCKS=auto: one tcp socket per peer and direction where the kernel's ranks
-    outnumber its CPUs, two otherwise; every rank with tcp peers says how many it opens."""
+    """CHORUS_NSOCKS=auto: one tcp socket per peer and direction where the kernel runs at
+    least as many ranks as it has CPUs, two otherwise; every rank with tcp peers says how
+    many it opens."""
     kern = re.search(r"this kernel runs (\d+) of the job's ranks on (\d+) cpus", stderr)
-    want = 1 if kern and int(kern.group(1)) > int(kern.group(2)) else 2
+    want = 1 if kern and int(kern.group(1)) >= int(kern.group(2)) else 2
     got = re.findall(r"\[(\d+)\] chorus INFO .*TCP listening on .*: (\d+) sockets per peer", stderr)
     # The job's communicator: every rank. (A split-off one of fewer ranks may not crowd.)
     ranks = sorted({int(r) for r, k in got if int(k) == want})

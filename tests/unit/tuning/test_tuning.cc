@@ -471,4 +471,33 @@ TEST(ChoosePlan, FakeComm) {
   EXPECT_EQ(plan(4, "", "simple", 8).proto, chorus::Proto::Simple);
 }
 
+TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
+  // Over a socket the next piece travels while this one is reduced: a quarter of a half,
+  // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.
+  auto piece = [](size_t pieceMin, uint64_t host1, size_t bytes) {
+    chorusComm comm;
+    comm.rank = 0;
+    comm.nranks = 2;
+    comm.ncpus = 2;
+    comm.peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
+    comm.peers[1].hostHash = host1;  // another host: the hop is tcp
+    comm.tuning.slotBytes = 512 << 10;
+    comm.tuning.fifoDepth = 8;
+    comm.tuning.llBytes = 16 << 10;
+    comm.tuning.treeBytes = 0;
+    comm.tuning.ntBytes = 8 << 20;
+    comm.tuning.tcpPieceMin = pieceMin;
+    comm.tuning.algo = "ring";
+    return chorus::commChoosePlan(&comm, Coll::AllReduce, bytes).pieceBytes;
+  };
+  const size_t K = 1024;
+  EXPECT_EQ(piece(128 * K, 8, 256 * K), 128 * K);     // the half is the minimum: one piece
+  EXPECT_EQ(piece(128 * K, 8, 1 << 20), 128 * K);     // four pieces of the 512 KiB half
+  EXPECT_EQ(piece(128 * K, 8, 4 << 20), 512 * K);     // a quarter of 2 MiB
+  EXPECT_EQ(piece(128 * K, 8, 256u << 20), 512 * K);  // never above a slot
+  EXPECT_EQ(piece(64 * K, 8, 256 * K), 64 * K);       // another minimum
+  EXPECT_EQ(piece(0, 8, 1 << 20), 512 * K);           // 0: one piece per half
+  EXPECT_EQ(piece(128 * K, 7, 1 << 20), 512 * K);     // same host (shared memory): one piece
+}
+
 }  // namespace
