@@ -91,8 +91,12 @@ struct ModelParams {
   /// perf/compare_tcp.sh's own runs (a fresh process per sweep, 256 KiB its first size,
   /// -n 5 -w 1; load 10-16) halving took 1.3-4x the ring's time at 256 KiB on 4 x 1 and
   /// 1.3-2.7x at 256 KiB-1 MiB on 2 x 2, against 0.75-0.86x in the fit's data (-n 20 -w 5)
-  /// (docs/PERF.md "third stop") ...
-  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {2.18, 1.59, 1.00, 3.00, 3.00,
+  /// (docs/PERF.md "third stop"). 16-128 KiB set by hand after the waiting caller kept the
+  /// sockets for its whole yield (CHORUS_TCP_BUSY_POLL_US=auto): halving 115-133 us at
+  /// 16-64 KiB on 4 x 1 against the tree's 114-248 and the ring's 169-208 (5 rounds,
+  /// -n 200), 69-100 us at 32-128 KiB on 2 x 2 against the ring's 175-264; the ring keeps
+  /// 4 x 1 from 128 KiB and 2 x 2 at 256 KiB-1 MiB (docs/PERF.md "third stop: tcp crowd") ...
+  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {1.30, 0.80, 0.50, 0.90, 3.00,
                                                        3.00, 3.00, 2.00, 1.00, 1.00};
   /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
   /// 1.1x and 256 MiB 1.7x the tree's time, but 0.5-1x the ring's (64 MiB 54 against
