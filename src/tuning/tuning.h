@@ -92,13 +92,14 @@ struct ModelParams {
   /// (CHORUS_TCP_BUSY_POLL_US=auto) and the tcp slot rings and 2 x 2's shm segments were
   /// faulted in at connect: 4 x 1, halving 115-133 us at 16-64 KiB against the tree's
   /// 114-248 and the ring's 169-208, 436 / 1439 us at 256 KiB / 1 MiB against the ring's
-  /// 506 / 2011, the ring or the tree ahead from 4 MiB; 2 x 2, halving 69-100 us at
+  /// 506 / 2011, and in 5 more rounds 351 / 1233 / 5791 us at 256 KiB / 1 / 4 MiB against
+  /// the ring's 450 / 1361 / 6833, level with it at 16 MiB; 2 x 2, halving 69-100 us at
   /// 32-128 KiB, 164 / 441 / 2896 us at 256 KiB / 1 / 4 MiB against the ring's 313 / 987 /
   /// 4082 (docs/PERF.md "third stop: tcp crowd"). The fit of perf/fit_tcp_crowd.py (its
   /// input, -n 20 -w 5 from 16 KiB, had halving's first calls at every size paying page
   /// faults then) had put 3.0 at 128 KiB-1 MiB ...
   double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {1.30, 0.80, 0.50, 0.80, 0.80,
-                                                       0.80, 0.80, 0.90, 1.20, 1.20};
+                                                       0.80, 0.80, 0.80, 0.85, 1.00};
   /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
   /// 1.1x and 256 MiB 1.7x the tree's time, but 0.5-1x the ring's (64 MiB 54 against
   /// 102-125 ms; 256 MiB 342 against 214-425), and the plain model prices the tree's shm

@@ -159,7 +159,7 @@ ModelShape crowdedTcpHosts(int hosts, int perHost) {
 TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
   // Measured there with one tcp socket per peer (perf/data/tcp_crowd.csv, docs/PERF.md
   // "third stop: tcp mid sizes" and "third stop: tcp crowd"): recursive doubling fastest up
-  // to 4 KiB in both shapes; halving from 32 KiB in both, on 4 x 1 (every hop tcp) to 2 MiB
+  // to 4 KiB in both shapes; halving from 32 KiB in both, on 4 x 1 (every hop tcp) to 4 MiB
   // and the ring above, on 2 x 2 (shm inside the hosts: it keeps the larger halves inside
   // a host) at every larger size.
   const ModelShape s41 = crowdedTcpHosts(4, 1), s22 = crowdedTcpHosts(2, 2);
@@ -176,11 +176,11 @@ TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
     const unsigned noHalving = chorus::parseAlgoMask("^halving", nullptr, def);
     EXPECT_EQ(noHalving, D | R | T | RD);
   }
-  // 4 x 1: halving to 2 MiB, the ring from 4 MiB; 2 x 2: halving at every size from 32 KiB
+  // 4 x 1: halving to 4 MiB, the ring from 8 MiB; 2 x 2: halving at every size from 32 KiB
   // (also above 16 MiB, times tcp_crowd_halving_large there).
-  for (size_t b = size_t{128} << 10; b <= (size_t{2} << 20); b *= 2)
+  for (size_t b = size_t{128} << 10; b <= (size_t{4} << 20); b *= 2)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Halving) << b;
-  for (size_t b = size_t{4} << 20; b <= (size_t{256} << 20); b *= 2)
+  for (size_t b = size_t{8} << 20; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
   for (size_t b = size_t{32} << 10; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
