@@ -55,6 +55,7 @@ constexpr int64_t kMinSpinNs = 20000;
 constexpr int64_t kMaxSpinNs = 20000000;
 constexpr int64_t kCrowdedSpinNs = 0;
 constexpr int64_t kCrowdedYieldNs = 2000000;
+constexpr int64_t kTcpBusyPollNs = 100000;  // CHORUS_TCP_BUSY_POLL_US=auto where not crowded
 
 /// The CPUs this process may run on, as PeerInfo::cpuMask bits.
 void ownCpuMask(uint64_t (&mask)[16]) {
@@ -180,7 +181,10 @@ void fillTransportOptions(TransportContext* ctx) {
   tcp.chunkBytes = paramInt(Param::TcpChunkSize);
   tcp.buffBytes = paramInt(Param::BuffSize);
   tcp.sockBuf = paramInt(Param::SocketBuf);
-  tcp.busyPollNs = std::max<int64_t>(paramInt(Param::TcpBusyPollUs), 0) * 1000;
+  // "auto" (the default): 100 us, or the crowded wait's yield phase (connectTransports).
+  tcp.busyPollNs = paramString(Param::TcpBusyPollUs) == "auto"
+                       ? kTcpBusyPollNs
+                       : std::max<int64_t>(paramInt(Param::TcpBusyPollUs), 0) * 1000;
   tcp.pollMaxBytes = paramInt(Param::TcpPollMaxBytes);
   tcp.congestion = paramString(Param::TcpCongestion);
   tcp.timeoutNs = timeoutS * 1000000000ll;
@@ -243,6 +247,21 @@ chorusResult_t connectTransports(chorusComm* comm) {
                   "tcp: 1 socket per peer (CHORUS_NSOCKS=auto, %.2f ranks per cpu of "
                   "the most crowded kernel)",
                   comm->maxRanksPerKernelCpu);
+  }
+  // CHORUS_TCP_BUSY_POLL_US=auto: where this rank waits crowded (no spin; yield, then
+  // sleep), the waiting caller reads its sockets for as long as it yields, not 100 us. Past
+  // the budget the progress thread takes the sockets over, and on a kernel whose ranks
+  // outnumber its CPUs every such hand-off is one more thread to schedule before the bytes
+  // move, and one more scheduling round before the caller sees them (measured on 4 x 1
+  // namespaced hosts on 2 CPUs, 1-16 MiB all-reduce: 0.6-0.8x the time with 100 us;
+  // docs/PERF.md "third stop: tcp crowd").
+  if (paramString(Param::TcpBusyPollUs) == "auto" && comm->waitPolicy.yieldFirstNs > 0) {
+    ctx.tcp.busyPollNs = comm->waitPolicy.yieldFirstNs;
+    if (comm->rank == 0)
+      CHORUS_INFO(kLogNet,
+                  "tcp: the waiting caller reads the sockets for %lld us "
+                  "(CHORUS_TCP_BUSY_POLL_US=auto, crowded waits)",
+                  static_cast<long long>(ctx.tcp.busyPollNs / 1000));
   }
   const PeerInfo& self = comm->peers[static_cast<size_t>(comm->rank)];
   for (int t = 0; t < ntab; ++t) {

@@ -100,9 +100,11 @@ const ParamInfo kParams[] = {
     {"CHORUS_IB_REG_CACHE", "1G",
      "Bytes of RDMA send buffers kept registered; least recently used idle ones are deregistered "
      "past it."},
-    {"CHORUS_TCP_BUSY_POLL_US", "100",
+    {"CHORUS_TCP_BUSY_POLL_US", "auto",
      "How long a thread waiting for a TCP message reads the sockets itself before the progress "
-     "thread's epoll takes over and the thread sleeps (microseconds; 0: never poll)."},
+     "thread's epoll takes over and the thread sleeps (microseconds; 0: never poll). auto: 100, "
+     "or where this rank's kernel runs more ranks than it has CPUs, as long as the wait yields "
+     "(2000)."},
     {"CHORUS_TCP_POLL_MAX_BYTES", "1G",
      "After a TCP message larger than this a waiting thread does not read the sockets itself: the "
      "progress thread keeps reading ahead while it reduces. Default: no limit (a slot is at most "

@@ -86,14 +86,20 @@ struct ModelParams {
   /// from 64 KiB on, on 2 x 2 the ring up to 2 MiB, halving from 2 MiB.
   double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.41, 0.96, 0.50, 0.75, 1.00,
                                                     0.96, 0.92, 0.92, 0.92, 0.92};
-  /// ... and so is recursive halving + doubling's (Algo::Halving), fitted with it up to
-  /// 64 KiB and from 4 MiB; 128 KiB-2 MiB raised by hand from the fit's 1.00: in
-  /// perf/compare_tcp.sh's own runs (a fresh process per sweep, 256 KiB its first size,
-  /// -n 5 -w 1; load 10-16) halving took 1.3-4x the ring's time at 256 KiB on 4 x 1 and
-  /// 1.3-2.7x at 256 KiB-1 MiB on 2 x 2, against 0.75-0.86x in the fit's data (-n 20 -w 5)
-  /// (docs/PERF.md "third stop") ...
-  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {2.18, 1.59, 1.00, 3.00, 3.00,
-                                                       3.00, 3.00, 2.00, 1.00, 1.00};
+  /// ... and so is recursive halving + doubling's (Algo::Halving). Set by hand from forced
+  /// runs in perf/compare_tcp.sh's own protocol (a fresh process per sweep, -n 5 -w 1 from
+  /// 256 KiB; -n 200 below) once the waiting caller kept the sockets for its whole yield
+  /// (CHORUS_TCP_BUSY_POLL_US=auto) and the tcp slot rings and 2 x 2's shm segments were
+  /// faulted in at connect: 4 x 1, halving 115-133 us at 16-64 KiB against the tree's
+  /// 114-248 and the ring's 169-208, 436 / 1439 us at 256 KiB / 1 MiB against the ring's
+  /// 506 / 2011, and in 5 more rounds 351 / 1233 / 5791 us at 256 KiB / 1 / 4 MiB against
+  /// the ring's 450 / 1361 / 6833, level with it at 16 MiB; 2 x 2, halving 69-100 us at
+  /// 32-128 KiB, 164 / 441 / 2896 us at 256 KiB / 1 / 4 MiB against the ring's 313 / 987 /
+  /// 4082 (docs/PERF.md "third stop: tcp crowd"). The fit of perf/fit_tcp_crowd.py (its
+  /// input, -n 20 -w 5 from 16 KiB, had halving's first calls at every size paying page
+  /// faults then) had put 3.0 at 128 KiB-1 MiB ...
+  double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {1.30, 0.80, 0.50, 0.80, 0.80,
+                                                       0.80, 0.80, 0.80, 0.85, 1.00};
   /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
   /// 1.1x and 256 MiB 1.7x the tree's time, but 0.5-1x the ring's (64 MiB 54 against
   /// 102-125 ms; 256 MiB 342 against 214-425), and the plain model prices the tree's shm

@@ -231,6 +231,17 @@ def check_sockets(stderr, n):
            "want a TCP listening line with %d socket(s) per peer from every rank (kernel line "
            "%s), got %s" % (want, kern.group(0) if kern else None, got))
     log("every rank opens %d tcp socket(s) per peer (CHORUS_NSOCKS=auto)" % want)
+    # CHORUS_TCP_BUSY_POLL_US=auto: a crowded waiter reads its sockets for as long as it
+    # yields (2 ms), said by rank 0; 100 us (and no line) where the ranks do not crowd.
+    poll = re.findall(r"\[0\] chorus INFO .*the waiting caller reads the sockets for (\d+) us",
+                      stderr)
+    if want == 1:
+        expect(poll and all(int(us) == 2000 for us in poll),
+               "crowded: want rank 0 to read its sockets for 2000 us, got %s" % poll)
+    else:
+        expect(not poll, "not crowded: want the 100 us default, got %s" % poll)
+    log("tcp busy poll: %s (CHORUS_TCP_BUSY_POLL_US=auto)" % (
+        "2000 us" if poll else "100 us"))
 
 
 def case_chorusrun(c, per_host):

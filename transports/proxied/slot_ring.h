@@ -1,7 +1,10 @@
 // proxied/slot_ring.h — the slot memory of a FIFO that a progress thread drives (tcp, rdma):
 // `depth` slots of `slotBytes`, page-aligned (rdma registers it with the NIC), plus each
-// slot's payload size and flags. Not value-initialized: untouched slots cost no memory.
+// slot's payload size and flags. Not value-initialized: untouched slots cost no memory
+// (populate() faults them in where the owner wants that).
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +36,16 @@ struct SlotRing {
     sizes.assign(static_cast<size_t>(d), 0);
     flags.assign(static_cast<size_t>(d), 0);
     return true;
+  }
+  /// Faults the slots' pages in now rather than on a collective's first pass over each
+  /// slot (a fault per 4 KiB page: on namespaced hosts sharing 2 CPUs, the first calls of a
+  /// 1 MiB all-reduce took 2-4x as long). MADV_POPULATE_WRITE needs Linux 5.14; an older
+  /// kernel ignores it and faults on first touch as before.
+  void populate() {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+    if (mem) (void)madvise(mem.get(), bytes(), MADV_POPULATE_WRITE);
   }
   size_t bytes() const { return slotBytes * static_cast<size_t>(depth); }
   size_t index(uint64_t seq) const {

@@ -42,11 +42,24 @@ namespace {
 
 // Fault the segments' pages in at setup, not on a collective's first pass over each FIFO
 // slot (a fault per 4 KiB page in both processes: np 2, the first ~10 calls of a 32 KiB
-// all-gather took 3-15x as long). Only while a rank's segments (its own and its peers', n
-// segments) come to at most kPrefaultMaxBytes: np 8 would populate ~270 MiB per rank and
+// all-gather took 3-15x as long). Only while a rank's segments (its own and its same-host
+// peers') come to at most kPrefaultMaxBytes: np 8 would populate ~270 MiB per rank and
 // take over a second of init on 2 CPUs. MADV_POPULATE_WRITE needs Linux 5.14; an older
 // kernel ignores it and faults on first touch as before.
 constexpr size_t kPrefaultMaxBytes = size_t{64} << 20;
+
+// The segments a rank maps: its own and those of the ranks on its host (the others are
+// reached by another transport). 2 hosts x 2 ranks map 2 of 4 (each segment holds a FIFO
+// per rank of the job: 17 MiB there), not 4: counted as 4, 68 MiB, nothing was populated
+// and the first calls of a 1 MiB all-reduce took 2-4x as long.
+size_t sameHostRanks(const TransportContext& ctx) {
+  if (!ctx.peers || ctx.rank < 0 || static_cast<size_t>(ctx.rank) >= ctx.peers->size())
+    return static_cast<size_t>(ctx.nranks);
+  const uint64_t mine = (*ctx.peers)[static_cast<size_t>(ctx.rank)].hostHash;
+  size_t k = 0;
+  for (const PeerInfo& p : *ctx.peers) k += p.hostHash == mine ? 1 : 0;
+  return std::max<size_t>(k, 1);
+}
 
 void prefault(void* base, size_t bytes, size_t nranks) {
 #ifndef MADV_POPULATE_WRITE
@@ -92,7 +105,8 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   // This segment is read by its owner (everything in it is written *to* this rank): put its
   // pages on the owner's NUMA node before anything touches them (no-op on one-node hosts).
   if (opt_.bindLocal) opt_.bindLocal(base, bytes);
-  prefault(base, bytes, static_cast<size_t>(ctx.nranks));
+  sameHost_ = sameHostRanks(ctx);
+  prefault(base, bytes, sameHost_);
   own_ = {base, bytes};
   auto* hdr = static_cast<SegmentHeader*>(base);
   hdr->owner = ctx.rank;
@@ -134,7 +148,7 @@ chorusResult_t ShmTransport::mapPeer(int peer, const void* peerInfo, size_t expe
     munmap(base, si.bytes);
     CHORUS_FAIL(chorusInternalError, "segment %s does not belong to rank %d", si.name, peer);
   }
-  prefault(base, si.bytes, peers_.size());
+  prefault(base, si.bytes, sameHost_);
   peers_[static_cast<size_t>(peer)] = {base, static_cast<size_t>(si.bytes)};
   return chorusSuccess;
 }

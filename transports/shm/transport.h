@@ -39,6 +39,7 @@ class ShmTransport final : public Transport {
   std::string ownName_;
   Mapping own_;
   std::vector<Mapping> peers_;  // by rank
+  size_t sameHost_ = 1;         // ranks on this host (segments this rank maps), at setup
   bool unlinked_ = false;
 };
 

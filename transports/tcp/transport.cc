@@ -127,6 +127,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   if (!sc->ring.allocate(slotBytes_, depth_))
     CHORUS_FAIL(chorusSystemError, "cannot allocate TCP send slots (%d x %zu B) for rank %d",
                 depth_, slotBytes_, peer);
+  populateRing(&sc->ring);
   sc->stripesLeft.assign(static_cast<size_t>(depth_), 0);
   sc->minStripe = opt_.minStripe;
   sc->socks.resize(static_cast<size_t>(opt_.nsocks));
@@ -147,6 +148,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   if (!r->ring.allocate(slotBytes_, depth_))
     CHORUS_FAIL(chorusSystemError, "cannot allocate TCP receive slots (%d x %zu B) for rank %d",
                 depth_, slotBytes_, peer);
+  populateRing(&r->ring);
   r->slotState.assign(static_cast<size_t>(depth_), RecvChannel::SlotState{});
   r->expected = ci.nsocks;
   r->busyPollNs = opt_.busyPollNs;

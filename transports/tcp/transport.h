@@ -59,6 +59,16 @@ class TcpTransport final : public Transport {
   std::atomic<bool> aborted_{false};
   std::vector<std::unique_ptr<SendChannel>> send_;  // by peer rank
   std::vector<std::unique_ptr<RecvChannel>> recv_;
+  /// Faults a ring's pages in at connect while this transport's rings come to at most
+  /// kPopulateMaxBytes, as the shm transport caps its segments (8 MiB per peer by default:
+  /// the rings of the first 8 peers; a larger job's later rings fault on first touch).
+  static constexpr size_t kPopulateMaxBytes = size_t{64} << 20;
+  size_t populated_ = 0;
+  void populateRing(SlotRing* ring) {
+    if (populated_ + ring->bytes() > kPopulateMaxBytes) return;
+    populated_ += ring->bytes();
+    ring->populate();
+  }
   std::unique_ptr<Proxy> proxy_;  // declared last: stopped first (see the destructor)
 };
 

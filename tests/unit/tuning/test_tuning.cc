@@ -158,10 +158,10 @@ ModelShape crowdedTcpHosts(int hosts, int perHost) {
 
 TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
   // Measured there with one tcp socket per peer (perf/data/tcp_crowd.csv, docs/PERF.md
-  // "third stop: tcp mid sizes"): recursive doubling fastest up to 4 KiB in both shapes; on
-  // 4 x 1 (every hop tcp) the ring from 64 KiB on; on 2 x 2 (shm inside the hosts) halving
-  // at 32 KiB and from 4 to 16 MiB (it keeps the larger halves inside a host), the ring at
-  // 256 KiB-1 MiB.
+  // "third stop: tcp mid sizes" and "third stop: tcp crowd"): recursive doubling fastest up
+  // to 4 KiB in both shapes; halving from 32 KiB in both, on 4 x 1 (every hop tcp) to 4 MiB
+  // and the ring above, on 2 x 2 (shm inside the hosts: it keeps the larger halves inside
+  // a host) at every larger size.
   const ModelShape s41 = crowdedTcpHosts(4, 1), s22 = crowdedTcpHosts(2, 2);
   for (const ModelShape& s : {s41, s22}) {
     ASSERT_TRUE(chorus::crowdedTcp(s));
@@ -169,18 +169,20 @@ TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
     EXPECT_EQ(def, kAll | RD | RH);
     for (size_t b : {size_t{8}, size_t{256}, size_t{4} << 10})
       EXPECT_EQ(best(s, b, def), Algo::Doubling) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
-    EXPECT_EQ(best(s, 64 << 10, def), Algo::Ring) << s.nhosts << "x" << s.maxLocalRanks;
+    // 16-64 KiB: halving (both shapes), then the ring.
+    for (size_t b : {size_t{32} << 10, size_t{64} << 10})
+      EXPECT_EQ(best(s, b, def), Algo::Halving) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
     // "^halving" starts from the shape's defaults: doubling stays.
     const unsigned noHalving = chorus::parseAlgoMask("^halving", nullptr, def);
     EXPECT_EQ(noHalving, D | R | T | RD);
   }
-  for (size_t b = size_t{256} << 10; b <= (size_t{256} << 20); b *= 4)
+  // 4 x 1: halving to 4 MiB, the ring from 8 MiB; 2 x 2: halving at every size from 32 KiB
+  // (also above 16 MiB, times tcp_crowd_halving_large there).
+  for (size_t b = size_t{128} << 10; b <= (size_t{4} << 20); b *= 2)
+    EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Halving) << b;
+  for (size_t b = size_t{8} << 20; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
-  EXPECT_EQ(best(s22, 32 << 10, chorus::defaultAlgos(s22)), Algo::Halving);
-  for (size_t b = size_t{256} << 10; b <= (size_t{1} << 20); b *= 4)
-    EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Ring) << b;
-  // From 4 MiB halving, also above 16 MiB (times tcp_crowd_halving_large there).
-  for (size_t b = size_t{4} << 20; b <= (size_t{256} << 20); b *= 4)
+  for (size_t b = size_t{32} << 10; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
   ModelParams one;
   one.tcpCrowdHalvingLarge = 1;
