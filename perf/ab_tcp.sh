@@ -11,7 +11,7 @@
 #   env MPI=1                    add Open MPI (btl tcp,self; tcp,vader,self when PPN > 1)
 #   env CLUSTER_NAME=crowdtcp CLUSTER_SUBNET=10.82.0   the tools/cluster name and subnet
 #   env RAW=DIR                  keep the CSVs (v1.ROUND.csv, ..., mpi.ROUND.csv)
-# Example (docs/PERF.md "third stop: tcp crowd"):
+# Example (docs/PERF.md "fourth stop: tcp crowd"):
 #   MPI=1 HOSTS=2 PPN=2 perf/ab_tcp.sh build "-b 256K -e 4M -f 4 -n 5 -w 1" \
 #       CHORUS_ALGO=halving CHORUS_ALGO=ring CHORUS_ALGO=tree
 # The cluster is always torn down.

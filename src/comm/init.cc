@@ -239,7 +239,7 @@ chorusResult_t connectTransports(chorusComm* comm) {
   // segments, recv calls and epoll events for the same CPUs to serve (measured on 4 x 1 and
   // 2 x 2 namespaced hosts on 2 CPUs, 512 KiB all-reduce: 0.4-0.75x the time with two;
   // docs/PERF.md "Session of 2026-11-25, third stop: tcp mid sizes"; 2 x 1 on 2 CPUs, 1-256
-  // MiB: 0.55-0.75x the time with two, "third stop: tcp 2 x 1 pieces").
+  // MiB: 0.55-0.75x the time with two, "fourth stop: tcp 2 x 1 pieces").
   if (paramString(Param::Nsocks) == "auto" && comm->maxRanksPerKernelCpu >= 1.0) {
     ctx.tcp.nsocks = 1;
     if (comm->rank == 0)
@@ -254,7 +254,7 @@ chorusResult_t connectTransports(chorusComm* comm) {
   // outnumber its CPUs every such hand-off is one more thread to schedule before the bytes
   // move, and one more scheduling round before the caller sees them (measured on 4 x 1
   // namespaced hosts on 2 CPUs, 1-16 MiB all-reduce: 0.6-0.8x the time with 100 us;
-  // docs/PERF.md "third stop: tcp crowd").
+  // docs/PERF.md "fourth stop: tcp crowd").
   if (paramString(Param::TcpBusyPollUs) == "auto" && comm->waitPolicy.yieldFirstNs > 0) {
     ctx.tcp.busyPollNs = comm->waitPolicy.yieldFirstNs;
     if (comm->rank == 0)

@@ -95,7 +95,7 @@ struct ModelParams {
   /// 506 / 2011, and in 5 more rounds 351 / 1233 / 5791 us at 256 KiB / 1 / 4 MiB against
   /// the ring's 450 / 1361 / 6833, level with it at 16 MiB; 2 x 2, halving 69-100 us at
   /// 32-128 KiB, 164 / 441 / 2896 us at 256 KiB / 1 / 4 MiB against the ring's 313 / 987 /
-  /// 4082 (docs/PERF.md "third stop: tcp crowd"). The fit of perf/fit_tcp_crowd.py (its
+  /// 4082 (docs/PERF.md "fourth stop: tcp crowd"). The fit of perf/fit_tcp_crowd.py (its
   /// input, -n 20 -w 5 from 16 KiB, had halving's first calls at every size paying page
   /// faults then) had put 3.0 at 128 KiB-1 MiB ...
   double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {1.30, 0.80, 0.50, 0.80, 0.80,

@@ -158,7 +158,7 @@ ModelShape crowdedTcpHosts(int hosts, int perHost) {
 
 TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
   // Measured there with one tcp socket per peer (perf/data/tcp_crowd.csv, docs/PERF.md
-  // "third stop: tcp mid sizes" and "third stop: tcp crowd"): recursive doubling fastest up
+  // "third stop: tcp mid sizes" and "fourth stop: tcp crowd"): recursive doubling fastest up
   // to 4 KiB in both shapes; halving from 32 KiB in both, on 4 x 1 (every hop tcp) to 4 MiB
   // and the ring above, on 2 x 2 (shm inside the hosts: it keeps the larger halves inside
   // a host) at every larger size.
