@@ -62,13 +62,16 @@ WaitPolicy::~WaitPolicy() {
   if (loadFd_ >= 0) close(loadFd_);
 }
 
-bool WaitPolicy::enableBusyCheck(int64_t spinNs) {
+bool WaitPolicy::enableBusyCheck(int64_t spinNs, int ownThreads) {
   busySpinNs = 0;
   if (spinNs <= 0) return true;
   if (loadFd_ < 0) loadFd_ = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   if (loadFd_ < 0) return false;
-  onlineCpus_ = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  busyAbove_ =
+      std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))) + std::max(0, ownThreads);
   busyCheckedNs_.store(INT64_MIN, std::memory_order_relaxed);
+  busy_.store(false, std::memory_order_relaxed);
+  lastLookBusy_.store(false, std::memory_order_relaxed);
   busySpinNs = spinNs;
   return true;
 }
@@ -90,7 +93,9 @@ bool WaitPolicy::machineBusy(int64_t now) {
     if (p) ++p;
   }
   if (!p) return busy_.load(std::memory_order_relaxed);
-  const bool busy = atoi(p) > onlineCpus_;
+  const bool look = atoi(p) > busyAbove_;
+  const bool before = lastLookBusy_.exchange(look, std::memory_order_relaxed);
+  const bool busy = look && before;
   busy_.store(busy, std::memory_order_relaxed);
   return busy;
 }

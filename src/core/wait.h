@@ -76,9 +76,14 @@ struct WaitPolicy {
   /// Sets the range and the starting budget.
   void configure(int64_t startNs, int64_t minNs, int64_t maxNs, bool adapt);
   /// Turns the busy-machine check on (spinNs > 0) or off (0). False if /proc/loadavg cannot
-  /// be read (the check then stays off).
-  bool enableBusyCheck(int64_t spinNs);
-  /// Whether more tasks are runnable than there are online CPUs, as of at most 2 ms ago.
+  /// be read (the check then stays off). ownThreads: threads of the job itself that may be
+  /// runnable beside the ranks' callers on this kernel (their progress threads, woken by
+  /// every message over tcp): they are not other work, so the bar is CPUs + ownThreads.
+  bool enableBusyCheck(int64_t spinNs, int ownThreads = 0);
+  /// Whether more tasks than CPUs + ownThreads were runnable at the last two looks at
+  /// /proc/loadavg (looked at no more than every 2 ms). One look is an instant: a kernel
+  /// thread or a progress thread woken for a moment would read as a busy machine, and
+  /// other work that makes a machine busy stays runnable from one look to the next.
   bool machineBusy(int64_t now);
   /// Learns from one wait that reached waitSlow: whether it slept, whether for its peer,
   /// and how long after the writer's ring it ran again (-1: not woken by a ring). Sleeps
@@ -86,10 +91,11 @@ struct WaitPolicy {
   void onWait(bool slept, bool forPeer, int64_t wakeLatencyNs, bool busy = false);
 
  private:
-  int loadFd_ = -1;  ///< /proc/loadavg, open while the busy check is on
-  int onlineCpus_ = 1;
+  int loadFd_ = -1;    ///< /proc/loadavg, open while the busy check is on
+  int busyAbove_ = 1;  ///< online CPUs + ownThreads: more runnable tasks than this is busy
   std::atomic<int64_t> busyCheckedNs_{INT64_MIN};
   std::atomic<bool> busy_{false};
+  std::atomic<bool> lastLookBusy_{false};  ///< the previous look alone said busy
 };
 
 /// How to wait: until when, what to watch for abort, how eagerly to spin, and what to say

@@ -190,13 +190,22 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   waitOnce(0, &off);
   // Still busy now? Otherwise the machine did not see the threads (they are real runnable
   // threads, so it does unless something else ends them).
-  WaitPolicy probe;
+  // Two looks 2 ms apart, as a wait takes them (one look alone is an instant, not a busy
+  // machine). A bar raised by this job's own threads above the hogs reads as not busy.
+  WaitPolicy probe, ownThreads;
   ASSERT_TRUE(probe.enableBusyCheck(1));
-  const bool stillBusy = probe.machineBusy(nowNs());
+  ASSERT_TRUE(ownThreads.enableBusyCheck(1, 2 * cpus + 4));
+  const int64_t t0 = nowNs();
+  const bool firstLook = probe.machineBusy(t0);
+  const bool stillBusy = probe.machineBusy(t0 + 3000000);
+  ownThreads.machineBusy(t0);
+  const bool ownBusy = ownThreads.machineBusy(t0 + 3000000);
   stop.store(true);
   for (auto& t : hogs) t.join();
+  EXPECT_FALSE(firstLook) << "one look is not enough to call the machine busy";
   ASSERT_TRUE(stillBusy) << cpus + 1 << " spinning threads and this one on " << cpus
                          << " CPUs should read as busy";
+  EXPECT_FALSE(ownBusy) << "the job's own threads raise the bar (" << 2 * cpus + 4 << ")";
   EXPECT_GE(on.busySleeps.load(), 1u) << "it slept on the busy machine";
   EXPECT_EQ(on.spinNs.load(), 60000000000) << "a busy machine's sleep teaches nothing";
   EXPECT_EQ(off.sleeps.load(), 0u) << "without the check it spins its budget out";
