@@ -1,4 +1,4 @@
-// slot_stores.h — how the large all-reduce writes the FIFO slots a peer reads next: with
+// slot_stores.h — how the FIFO paths write the slots a peer reads next: with
 // ordinary stores (the lines stay in this core's cache and the peer takes them from there)
 // or with streaming stores (the lines go to memory and the peer reads them from there).
 //
@@ -128,6 +128,22 @@ class SlotStoreChooser {
 
   Mode mode_ = Mode::Auto;
   std::array<Bucket, 128> buckets_{};
+};
+
+/// The collectives whose shared-memory FIFO paths choose their slot stores per call, each
+/// with a chooser of its own (their times and their best ways differ).
+enum class SlotStoreUse : uint8_t { AllReduce = 0, AllGather = 1, AllToAll = 2 };
+
+class SlotStoreChoosers {
+ public:
+  void setMode(SlotStoreChooser::Mode m) {
+    for (SlotStoreChooser& c : by_) c.setMode(m);
+  }
+  SlotStoreChooser& operator[](SlotStoreUse u) { return by_[static_cast<size_t>(u)]; }
+  const SlotStoreChooser& operator[](SlotStoreUse u) const { return by_[static_cast<size_t>(u)]; }
+
+ private:
+  std::array<SlotStoreChooser, 3> by_{};
 };
 
 }  // namespace chorus

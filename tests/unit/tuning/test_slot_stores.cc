@@ -1,7 +1,8 @@
 // The slot-store chooser of the ring all-reduce (src/tuning/slot_stores.h) against made-up
 // call times: it settles on the faster way, tries the other rarely once settled, follows a
 // change of the faster way within a few calls, keeps sizes (and in-place calls) apart,
-// ignores a size's first call, does not flap between ways that are alike, and obeys a fixed mode.
+// ignores a size's first call, does not flap between ways that are alike, and obeys a fixed mode;
+// the collectives that use it (all-reduce, all-gather, all-to-all) each learn on their own.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -12,7 +13,9 @@
 namespace {
 
 using chorus::SlotStoreChooser;
+using chorus::SlotStoreChoosers;
 using chorus::SlotStores;
+using chorus::SlotStoreUse;
 
 constexpr size_t kMiB = 1 << 20;
 
@@ -129,6 +132,23 @@ TEST(SlotStores, FixedModesAreObeyed) {
     EXPECT_EQ(want == SlotStores::Temporal ? c.temporal : c.streaming, 1000);
     EXPECT_EQ(c.changes, 0);
   }
+}
+
+TEST(SlotStores, EachCollectiveLearnsOnItsOwn) {
+  // All-gather's calls say streaming wins, all-reduce's that temporal does, at the same
+  // size: each keeps its own answer, and all-to-all, with no calls yet, starts temporal.
+  std::mt19937 rng(6);
+  SlotStoreChoosers chs;
+  const Counts g = run(chs[SlotStoreUse::AllGather], kMiB, false, 200, streamingWins, &rng);
+  const Counts r = run(chs[SlotStoreUse::AllReduce], kMiB, false, 200, temporalWins, &rng);
+  EXPECT_EQ(g.last, SlotStores::Streaming);
+  EXPECT_EQ(r.last, SlotStores::Temporal);
+  EXPECT_EQ(chs[SlotStoreUse::AllGather].choose(kMiB), SlotStores::Streaming);
+  EXPECT_EQ(chs[SlotStoreUse::AllToAll].choose(kMiB), SlotStores::Temporal);
+  // A fixed mode (CHORUS_SLOT_STORES=streaming) holds for every one of them.
+  chs.setMode(SlotStoreChooser::Mode::Streaming);
+  for (auto u : {SlotStoreUse::AllReduce, SlotStoreUse::AllGather, SlotStoreUse::AllToAll})
+    EXPECT_EQ(chs[u].choose(kMiB), SlotStores::Streaming);
 }
 
 }  // namespace
