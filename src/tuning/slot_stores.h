@@ -11,8 +11,9 @@
 // size or CPU model tells the two apart, so the choice is measured, per communicator, on
 // the calls themselves: every call is timed, both ways are tried, the faster is used, and
 // the other is tried again now and then (more rarely while it keeps losing, at once when
-// the calls of the chosen way slow down by a third) so a move of the vCPUs is followed
-// within a few calls; a change needs the other way 10% faster in two tries in a row. On a machine
+// two calls in a row of the chosen way slow down by a third) so a move of the vCPUs is
+// followed within a few calls; a change needs the other way 10% faster than the lower of
+// the chosen way's last two calls in two tries in a row. On a machine
 // where one way always wins the other costs one call in 1024 once settled. Pure logic (no clock, no
 // stores): the caller times and reports.
 #pragma once
@@ -62,12 +63,19 @@ class SlotStoreChooser {
       return false;
     }
     double& e = b.ns[static_cast<int>(used)];
-    if (b.decided && used != b.best) {
-      e = ns;  // a try: the other way's figure is from long ago (another window, maybe)
+    if (!b.decided || used != b.best) {
+      // The first call each way, or a try: the other way's figure is from long ago
+      // (another window, maybe).
+      e = ns;
     } else {
-      // Half the weight on the newest call, so a slowdown shows within a call or two; a
-      // call slowed by a preemption counts at most four times the figure it joins.
-      e = e == 0 ? ns : 0.5 * e + 0.5 * (ns < 4 * e ? ns : 4 * e);
+      // The chosen way: the lower of its last two calls. Noise only adds time, and one slow
+      // call (a preemption; the peer's try of the other way, which slows this rank's calls
+      // too, as every call waits for the peer) must neither trigger a try nor let a try
+      // win against it: in a steady window, figures from single calls made two ranks trade
+      // tries and change ways every few dozen calls. Two slow calls in a row count: a move
+      // of the vCPUs shows within two calls.
+      e = b.lastChosen > 0 && b.lastChosen < ns ? b.lastChosen : ns;
+      b.lastChosen = ns;
     }
     const int t = static_cast<int>(SlotStores::Temporal);
     const int s = static_cast<int>(SlotStores::Streaming);
@@ -86,6 +94,7 @@ class SlotStoreChooser {
           return false;
         }
         b.best = other(b.best);
+        b.lastChosen = ns;  // the winning try is the new way's last call
       }
       b.confirming = false;
       if (b.best != before || first)
@@ -110,6 +119,7 @@ class SlotStoreChooser {
  private:
   struct Bucket {
     double ns[2] = {0, 0};  // recent time per call, each way
+    double lastChosen = 0;  // the chosen way's last call (0: none since it was chosen)
     double ref = 0;         // the chosen way's figure when it was last chosen
     uint32_t interval = kMinInterval, untilTry = kMinInterval;
     SlotStores best = SlotStores::Temporal;
