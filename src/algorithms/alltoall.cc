@@ -68,23 +68,30 @@ chorusResult_t allToAllFifo(chorusComm* comm, const CollArgs& a, const Plan& pla
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
-  if (in == out) {
+  const bool inPlace = in == out;
+  if (inPlace) {
     // In place: a block we still have to send may be overwritten by one we receive, so
     // send from a copy.
     void* copy = comm->scratch.get(comm->scratch.a, blockBytes * static_cast<size_t>(n));
     std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
     in = static_cast<const char*>(copy);
-  } else {
-    // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
-    // (whose own threshold is far higher) would first read every destination line.
-    kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
-                  in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
   }
+  // Out of place, our own block is copied after the first piece is sent, so the peer
+  // works on that piece meanwhile (the order of copySend, primitives.cc; np 2, slow
+  // window: 1.00-1.05x against copying it first; docs/PERF.md). In place it is there.
+  bool ownToCopy = !inPlace;
   for (int k = 1; k < n; ++k) {
     const int to = (rank + k) % n, from = (rank - k + n) % n;
     for (size_t off = 0; off < a.count; off += pieceElems) {
       const size_t cnt = std::min(pieceElems, a.count - off);
       CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
+      if (ownToCopy) {
+        // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
+        // (whose own threshold is far higher) would first read every destination line.
+        kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
+                      in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
+        ownToCopy = false;
+      }
       CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
     }
   }
