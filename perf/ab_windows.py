@@ -10,12 +10,21 @@ configuration in turn, the order reversed every other round, and before each run
 window" of docs/PERF.md, where the host placed the two vCPUs on different dies). Prints per
 size the median out-of-place time (us) and busbw (GB/s, np 2) of each configuration over
 the runs of each window separately, the ratios to the first configuration, and every run's
-time ("s": slow window). NP (default 2) and INPLACE=1 (in-place times) from the environment.
+time ("s": slow window). NP (default 2), INPLACE=1 (in-place times) and COLL (the perf binary's
+collective, default all_reduce: all_gather, alltoall, broadcast, ...) from the environment.
+A configuration 'label=mpi' runs Open MPI instead (the first configuration's
+perf/COLL_mpi_perf under mpirun, btl self,vader, as tools/perf-compare runs it), so
+ratios against Open MPI come from the same minutes and windows. CHECK=0 runs the perf binaries
+with -c 0 (the default before was -c 0: the send buffers are then never written, and at large
+sizes their reads may all come from the kernel's zero page, which flatters every configuration
+alike; all-to-all 16 MiB: 0.80 ms with -c 0 against 1.23 ms with -c 1); the default is -c 1.
 """
 import os, subprocess, sys, statistics, re
 rounds, b, e, n = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 np_ = os.environ.get("NP", "2")
 inplace = os.environ.get("INPLACE", "0") == "1"
+coll = os.environ.get("COLL", "all_reduce")
+check = os.environ.get("CHECK", "1")
 cfgs = []
 for a in sys.argv[5:]:
     label, rest = a.split("=", 1)
@@ -33,8 +42,14 @@ for r in range(rounds):
         m = re.search(r"(\d+) ns", o); ns = int(m.group(1)) if m else 9999
         pp.append("%s:%d" % (label, ns))
         slow = ns > 300
-        argv = [build + "/tools/chorusrun/chorusrun", "-np", np_, build + "/perf/all_reduce_perf",
-                "-b", b, "-e", e, "-f", "2", "-n", n, "-w", str(max(2, int(n) // 10)), "-c", "0"]
+        flags = ["-b", b, "-e", e, "-f", "2", "-n", n, "-w", str(max(2, int(n) // 10)), "-c", check]
+        if build == "mpi":
+            argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
+                    "--mca", "pml", "ob1", "-np", np_,
+                    cfgs[0][1] + "/perf/%s_mpi_perf" % coll] + flags
+        else:
+            argv = [build + "/tools/chorusrun/chorusrun", "-np", np_,
+                    build + "/perf/%s_perf" % coll] + flags
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600).stdout
         for line in out.splitlines():
             f = line.split()

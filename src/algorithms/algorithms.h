@@ -38,8 +38,19 @@ class Prims;
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                              uint64_t seq, size_t resultBytes, bool* done);
 
+/// The steps of a FIFO schedule (the signature of the algorithms below).
+using FifoSteps = chorusResult_t (*)(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                     Prims& p);
+
+/// Runs `steps` with the slots written the way comm->slotStores[use] chooses for a call of
+/// `bytes` bytes (`inPlace` calls apart), times the call and reports the time back
+/// (CHORUS_SLOT_STORES, src/tuning/slot_stores.h); each change of way is logged at INFO.
+/// Only where shared memory joins every pair (comm->peerMem.allShm) does the way the slots
+/// are written decide where the peer reads them from; elsewhere `steps` just runs.
+chorusResult_t runWithSlotStores(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                                 SlotStoreUse use, size_t bytes, bool inPlace, FifoSteps steps);
+
 // The algorithms, one per file.
-class Prims;
 chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

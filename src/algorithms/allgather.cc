@@ -11,6 +11,41 @@
 
 namespace chorus {
 
+namespace {
+
+// Ring in comm->ring order: at step s a rank forwards the block that started s positions
+// before it.
+chorusResult_t allGatherRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  auto block = [&](int r) { return out + static_cast<size_t>(r) * blockBytes; };
+  const RingOrder& ring = comm->ring;
+  const int next = ring.next, prev = ring.prev, me = ring.me;
+  size_t pieceBytes = plan.pieceBytes;
+  if (n == 2 && comm->peerMem.allShm) {
+    // Two ranks on shared memory do the same steps at the same time (each writes its
+    // block, then reads the peer's), so pieces overlap nothing and each adds a handoff: a
+    // cross-core round trip (np 2, 256 KiB, four 32 KiB pieces against one: 10.1 against
+    // 8.0-8.5 us where the cores are far apart; docs/PERF.md). One piece per block, up to
+    // a slot, as the two-rank all-reduce does (src/tuning/tuning.cc, choosePlan).
+    pieceBytes = std::min((blockBytes + 63) & ~static_cast<size_t>(63), comm->tuning.slotBytes);
+  }
+  const size_t pieceElems = std::max<size_t>(1, pieceBytes / elem);
+  for (size_t off = 0; off < a.count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - off);
+    const size_t o = off * elem;
+    CHORUS_CHECK(p.copySend(next, in + o, block(rank) + o, cnt));
+    for (int s = 1; s < n - 1; ++s)
+      CHORUS_CHECK(p.recvCopySend(prev, next, block(ring.at(me - s)) + o, cnt));
+    CHORUS_CHECK(p.recv(prev, block(ring.at(me + 1)) + o, cnt));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace
+
 chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
@@ -26,20 +61,9 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return chorusSuccess;
   }
-  // Ring in comm->ring order: at step s a rank forwards the block that started s
-  // positions before it.
-  const RingOrder& ring = comm->ring;
-  const int next = ring.next, prev = ring.prev, me = ring.me;
-  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
-  for (size_t off = 0; off < a.count; off += pieceElems) {
-    const size_t cnt = std::min(pieceElems, a.count - off);
-    const size_t o = off * elem;
-    CHORUS_CHECK(p.copySend(next, in + o, block(rank) + o, cnt));
-    for (int s = 1; s < n - 1; ++s)
-      CHORUS_CHECK(p.recvCopySend(prev, next, block(ring.at(me - s)) + o, cnt));
-    CHORUS_CHECK(p.recv(prev, block(ring.at(me + 1)) + o, cnt));
-  }
-  return chorusSuccess;
+  // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes, block(rank) == in,
+                           allGatherRing);
 }
 
 }  // namespace chorus

@@ -17,8 +17,6 @@
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
-#include "src/core/debug.h"
-#include "src/core/wait.h"
 
 namespace chorus {
 
@@ -104,32 +102,9 @@ static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, co
                                          Prims& p);
 
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES): only
-  // where shared memory joins every pair does the way the slots are written decide where
-  // the peer reads them from (src/tuning/slot_stores.h).
-  if (!comm->peerMem.allShm) return allReduceRingSteps(comm, a, plan, p);
-  const size_t bytes = a.count * p.elemSize();
-  SlotStoreChooser& ch = comm->slotStores;
-  const bool inPlace = a.sendbuf == a.recvbuf;
-  const SlotStores way = ch.choose(bytes, inPlace);
-  p.setSlotStreaming(way == SlotStores::Streaming);
-  const int64_t t0 = nowNs();
-  const chorusResult_t r = allReduceRingSteps(comm, a, plan, p);
-  if (r != chorusSuccess) return r;
-  if (ch.record(bytes, inPlace, way, static_cast<double>(nowNs() - t0)) &&
-      comm->slotStoreLogs < 32) {
-    ++comm->slotStoreLogs;
-    const SlotStores now = ch.choose(bytes, inPlace);
-    CHORUS_INFO(
-        kLogTuning,
-        "rank %d: all_reduce of %zu B%s: slot stores now %s (recent calls %.1f us temporal, "
-        "%.1f us streaming; CHORUS_SLOT_STORES=auto)%s",
-        comm->rank, bytes, inPlace ? " in place" : "", slotStoresName(now),
-        ch.ewmaNs(bytes, inPlace, SlotStores::Temporal) / 1e3,
-        ch.ewmaNs(bytes, inPlace, SlotStores::Streaming) / 1e3,
-        comm->slotStoreLogs == 32 ? "; no more of these lines" : "");
-  }
-  return r;
+  // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllReduce, a.count * p.elemSize(),
+                           a.sendbuf == a.recvbuf, allReduceRingSteps);
 }
 
 static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,

@@ -59,10 +59,50 @@ chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, 
   return chorusSuccess;
 }
 
-chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+namespace {
+
+// n-1 rounds; in round k a rank sends to rank+k and receives from rank-k, a piece at a time.
+chorusResult_t allToAllFifo(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  const bool inPlace = in == out;
+  if (inPlace) {
+    // In place: a block we still have to send may be overwritten by one we receive, so
+    // send from a copy.
+    void* copy = comm->scratch.get(comm->scratch.a, blockBytes * static_cast<size_t>(n));
+    std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
+    in = static_cast<const char*>(copy);
+  }
+  // Out of place, our own block is copied after the first piece is sent, so the peer
+  // works on that piece meanwhile (the order of copySend, primitives.cc; np 2, slow
+  // window: 1.00-1.05x against copying it first; docs/PERF.md). In place it is there.
+  bool ownToCopy = !inPlace;
+  for (int k = 1; k < n; ++k) {
+    const int to = (rank + k) % n, from = (rank - k + n) % n;
+    for (size_t off = 0; off < a.count; off += pieceElems) {
+      const size_t cnt = std::min(pieceElems, a.count - off);
+      CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
+      if (ownToCopy) {
+        // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
+        // (whose own threshold is far higher) would first read every destination line.
+        kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
+                      in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
+        ownToCopy = false;
+      }
+      CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
+    }
+  }
+  return chorusSuccess;
+}
+
+}  // namespace
+
+chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t all = blockBytes * static_cast<size_t>(n);
@@ -85,27 +125,9 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
     }
     return chorusSuccess;
   }
-  if (in == out) {
-    // In place: a block we still have to send may be overwritten by one we receive, so
-    // send from a copy.
-    void* copy = comm->scratch.get(comm->scratch.a, blockBytes * static_cast<size_t>(n));
-    std::memcpy(copy, in, blockBytes * static_cast<size_t>(n));
-    in = static_cast<const char*>(copy);
-  } else {
-    // The plan's store policy: streaming stores above CHORUS_NT_THRESHOLD, where memcpy
-    // (whose own threshold is far higher) would first read every destination line.
-    kernels::copy(out + static_cast<size_t>(rank) * blockBytes,
-                  in + static_cast<size_t>(rank) * blockBytes, blockBytes, plan.streaming);
-  }
-  for (int k = 1; k < n; ++k) {
-    const int to = (rank + k) % n, from = (rank - k + n) % n;
-    for (size_t off = 0; off < a.count; off += pieceElems) {
-      const size_t cnt = std::min(pieceElems, a.count - off);
-      CHORUS_CHECK(p.send(to, in + static_cast<size_t>(to) * blockBytes + off * elem, cnt, false));
-      CHORUS_CHECK(p.recv(from, out + static_cast<size_t>(from) * blockBytes + off * elem, cnt));
-    }
-  }
-  return chorusSuccess;
+  // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllToAll, blockBytes, in == out,
+                           allToAllFifo);
 }
 
 chorusResult_t barrierRun(chorusComm* comm, Prims& p) {

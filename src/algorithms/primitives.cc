@@ -2,7 +2,10 @@
 
 #include <cstring>
 
+#include "src/algorithms/algorithms.h"
 #include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 
@@ -70,10 +73,8 @@ chorusResult_t Prims::send(int to, const void* src, size_t count, bool pre) {
   if (pre && spec_.preMul)
     kernels::reduce(spec_, out, nullptr, src, count,
                     kApplyPre | (slotStreaming_ ? kStreaming : 0u));
-  else if (slotStreaming_)
-    kernels::copy(out, src, bytes, true);
   else
-    std::memcpy(out, src, bytes);
+    slotCopy(out, src, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
   return chorusSuccess;
 }
@@ -156,7 +157,7 @@ chorusResult_t Prims::recvCopySend(int from, int to, void* dst, size_t count) {
   // Forward first, then copy out: the next rank works on the piece while we copy it (fusing
   // both copies into one pass, as recvReduceCopySend does, held the piece back until both
   // were written: broadcast np 2 at 256 KiB took 18.7 us against 5.8; docs/PERF.md).
-  std::memcpy(out, in, bytes);
+  slotCopy(out, in, bytes);
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
   if (dst) kernels::copy(dst, in, bytes, streaming_);
   comm_->recvConn[static_cast<size_t>(from)]->release();
@@ -167,7 +168,7 @@ chorusResult_t Prims::copySend(int to, const void* src, void* dst, size_t count)
   void* out;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(acquireOut(to, &out));
-  std::memcpy(out, src, bytes);  // send first, then our own copy (see recvCopySend)
+  slotCopy(out, src, bytes);  // send first, then our own copy (see recvCopySend)
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
   if (dst && dst != src) kernels::copy(dst, src, bytes, streaming_);
   return chorusSuccess;
@@ -212,6 +213,30 @@ chorusResult_t Prims::waitLL(int from, const void** data, size_t bytes) {
   chorusResult_t r = comm_->recvConn[static_cast<size_t>(from)]->waitLL(data, bytes, w_);
   if (__builtin_expect(r != chorusSuccess, 0)) return failed(r, "waiting for LL data from", from);
   return chorusSuccess;
+}
+
+chorusResult_t runWithSlotStores(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                                 SlotStoreUse use, size_t bytes, bool inPlace, FifoSteps steps) {
+  if (!comm->peerMem.allShm) return steps(comm, a, plan, p);
+  SlotStoreChooser& ch = comm->slotStores[use];
+  const SlotStores way = ch.choose(bytes, inPlace);
+  p.setSlotStreaming(way == SlotStores::Streaming);
+  const int64_t t0 = nowNs();
+  const chorusResult_t r = steps(comm, a, plan, p);
+  if (r != chorusSuccess) return r;
+  if (ch.record(bytes, inPlace, way, static_cast<double>(nowNs() - t0)) &&
+      comm->slotStoreLogs < 32) {
+    ++comm->slotStoreLogs;
+    const SlotStores now = ch.choose(bytes, inPlace);
+    CHORUS_INFO(kLogTuning,
+                "rank %d: %s of %zu B%s: slot stores now %s (recent calls %.1f us temporal, "
+                "%.1f us streaming; CHORUS_SLOT_STORES=auto)%s",
+                comm->rank, collName(a.coll), bytes, inPlace ? " in place" : "",
+                slotStoresName(now), ch.ewmaNs(bytes, inPlace, SlotStores::Temporal) / 1e3,
+                ch.ewmaNs(bytes, inPlace, SlotStores::Streaming) / 1e3,
+                comm->slotStoreLogs == 32 ? "; no more of these lines" : "");
+  }
+  return r;
 }
 
 }  // namespace chorus

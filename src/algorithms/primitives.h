@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "src/comm/comm.h"
 #include "kernels/host/host_reduce.h"
@@ -31,9 +32,10 @@ class Prims {
   /// One relaxed store per step; read only by a dump.
   void noteWaitsIn(std::atomic<int32_t>* slot) { waitNote_ = slot; }
 
-  /// Write the slots of send() and recvReduceCopySend() with streaming stores, so the peer
-  /// reads them from memory rather than from this core's cache (src/tuning/slot_stores.h:
-  /// faster where the two cores are far apart; the large all-reduce chooses per call).
+  /// Write the slots of send(), copySend(), recvCopySend() and recvReduceCopySend() with
+  /// streaming stores, so the peer reads them from memory rather than from this core's
+  /// cache (src/tuning/slot_stores.h: faster where the two cores are far apart; the ring
+  /// all-reduce, the ring all-gather and all-to-all choose per call: runWithSlotStores).
   void setSlotStreaming(bool on) { slotStreaming_ = on; }
 
   /// slot(to) = pre?(src)
@@ -68,6 +70,13 @@ class Prims {
   chorusResult_t waitIn(int from, size_t bytes, const void** slot);
   chorusResult_t acquireOut(int to, void** slot);
   chorusResult_t failed(chorusResult_t r, const char* doing, int peer);
+  /// A slot's bytes, written the way setSlotStreaming() said.
+  void slotCopy(void* slot, const void* src, size_t bytes) const {
+    if (slotStreaming_)
+      kernels::copy(slot, src, bytes, true);
+    else
+      std::memcpy(slot, src, bytes);
+  }
 
   chorusComm* comm_;
   kernels::ReduceSpec spec_;

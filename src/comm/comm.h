@@ -167,9 +167,10 @@ struct chorusComm {
   /// How long this communicator's waits spin before sleeping (src/core/wait.h).
   chorus::WaitPolicy waitPolicy;
   chorus::PlanCache plans;
-  /// How the ring all-reduce writes its slots (CHORUS_SLOT_STORES), learned from its calls
+  /// How the shared-memory ring all-reduce, ring all-gather and all-to-all write their slots
+  /// (CHORUS_SLOT_STORES), learned from their calls, one chooser each
   /// (src/tuning/slot_stores.h); used under execMutex. slotStoreLogs: INFO lines so far.
-  chorus::SlotStoreChooser slotStores;
+  chorus::SlotStoreChoosers slotStores;
   int slotStoreLogs = 0;
   std::vector<chorus::UserOp> userOps;
   std::mutex userOpsMutex;

@@ -1,4 +1,4 @@
-// slot_stores.h — how the large all-reduce writes the FIFO slots a peer reads next: with
+// slot_stores.h — how the FIFO paths write the slots a peer reads next: with
 // ordinary stores (the lines stay in this core's cache and the peer takes them from there)
 // or with streaming stores (the lines go to memory and the peer reads them from there).
 //
@@ -11,8 +11,9 @@
 // size or CPU model tells the two apart, so the choice is measured, per communicator, on
 // the calls themselves: every call is timed, both ways are tried, the faster is used, and
 // the other is tried again now and then (more rarely while it keeps losing, at once when
-// the calls of the chosen way slow down by a third) so a move of the vCPUs is followed
-// within a few calls; a change needs the other way 10% faster in two tries in a row. On a machine
+// two calls in a row of the chosen way slow down by a third) so a move of the vCPUs is
+// followed within a few calls; a change needs the other way 10% faster than the lower of
+// the chosen way's last two calls in two tries in a row. On a machine
 // where one way always wins the other costs one call in 1024 once settled. Pure logic (no clock, no
 // stores): the caller times and reports.
 #pragma once
@@ -36,6 +37,7 @@ class SlotStoreChooser {
   static constexpr uint32_t kMaxInterval = 1024;  // ... once the other way keeps losing
   static constexpr double kSlowdown = 1.33;       // the chosen way this much slower: try again
   static constexpr double kMargin = 0.9;          // the other way must be this much faster
+  static constexpr uint32_t kFirstTries = 2;      // calls each way before the first choice
 
   void setMode(Mode m) { mode_ = m; }
   Mode mode() const { return mode_; }
@@ -46,8 +48,8 @@ class SlotStoreChooser {
     if (mode_ == Mode::Temporal) return SlotStores::Temporal;
     if (mode_ == Mode::Streaming) return SlotStores::Streaming;
     const Bucket& b = buckets_[bucketOf(bytes, inPlace)];
-    if (b.ns[0] == 0) return SlotStores::Temporal;   // first calls: the usual way
-    if (b.ns[1] == 0) return SlotStores::Streaming;  // then the other
+    // First calls: the two ways in turn, the usual one first, kFirstTries each.
+    if (!b.decided) return b.tries[0] <= b.tries[1] ? SlotStores::Temporal : SlotStores::Streaming;
     if (b.untilTry == 0) return other(b.best);
     return b.best;
   }
@@ -62,16 +64,27 @@ class SlotStoreChooser {
       return false;
     }
     double& e = b.ns[static_cast<int>(used)];
-    if (b.decided && used != b.best) {
+    if (!b.decided) {
+      // The first calls: the lower of each way's kFirstTries (a single first call each way
+      // decided on one sample: slots touched for the first time, a preemption; measured,
+      // all-to-all np 2 at 2 MiB settled on streaming in the fast window, 0.69x).
+      e = e == 0 || ns < e ? ns : e;
+      ++b.tries[static_cast<int>(used)];
+    } else if (used != b.best) {
       e = ns;  // a try: the other way's figure is from long ago (another window, maybe)
     } else {
-      // Half the weight on the newest call, so a slowdown shows within a call or two; a
-      // call slowed by a preemption counts at most four times the figure it joins.
-      e = e == 0 ? ns : 0.5 * e + 0.5 * (ns < 4 * e ? ns : 4 * e);
+      // The chosen way: the lower of its last two calls. Noise only adds time, and one slow
+      // call (a preemption; the peer's try of the other way, which slows this rank's calls
+      // too, as every call waits for the peer) must neither trigger a try nor let a try
+      // win against it: in a steady window, figures from single calls made two ranks trade
+      // tries and change ways every few dozen calls. Two slow calls in a row count: a move
+      // of the vCPUs shows within two calls.
+      e = b.lastChosen > 0 && b.lastChosen < ns ? b.lastChosen : ns;
+      b.lastChosen = ns;
     }
     const int t = static_cast<int>(SlotStores::Temporal);
     const int s = static_cast<int>(SlotStores::Streaming);
-    if (b.ns[t] == 0 || b.ns[s] == 0) return false;  // not both measured yet
+    if (b.tries[t] < kFirstTries || b.tries[s] < kFirstTries) return false;  // still trying
     const SlotStores before = b.best;
     const bool first = !b.decided;
     if (first || used != b.best) {  // the first pair, or a try of the other way: decide
@@ -86,6 +99,7 @@ class SlotStoreChooser {
           return false;
         }
         b.best = other(b.best);
+        b.lastChosen = ns;  // the winning try is the new way's last call
       }
       b.confirming = false;
       if (b.best != before || first)
@@ -109,8 +123,10 @@ class SlotStoreChooser {
 
  private:
   struct Bucket {
-    double ns[2] = {0, 0};  // recent time per call, each way
-    double ref = 0;         // the chosen way's figure when it was last chosen
+    double ns[2] = {0, 0};       // recent time per call, each way
+    double lastChosen = 0;       // the chosen way's last call (0: none since it was chosen)
+    uint32_t tries[2] = {0, 0};  // calls each way before the first choice
+    double ref = 0;              // the chosen way's figure when it was last chosen
     uint32_t interval = kMinInterval, untilTry = kMinInterval;
     SlotStores best = SlotStores::Temporal;
     bool decided = false;
@@ -128,6 +144,22 @@ class SlotStoreChooser {
 
   Mode mode_ = Mode::Auto;
   std::array<Bucket, 128> buckets_{};
+};
+
+/// The collectives whose shared-memory FIFO paths choose their slot stores per call, each
+/// with a chooser of its own (their times and their best ways differ).
+enum class SlotStoreUse : uint8_t { AllReduce = 0, AllGather = 1, AllToAll = 2 };
+
+class SlotStoreChoosers {
+ public:
+  void setMode(SlotStoreChooser::Mode m) {
+    for (SlotStoreChooser& c : by_) c.setMode(m);
+  }
+  SlotStoreChooser& operator[](SlotStoreUse u) { return by_[static_cast<size_t>(u)]; }
+  const SlotStoreChooser& operator[](SlotStoreUse u) const { return by_[static_cast<size_t>(u)]; }
+
+ private:
+  std::array<SlotStoreChooser, 3> by_{};
 };
 
 }  // namespace chorus

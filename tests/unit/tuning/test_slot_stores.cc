@@ -1,7 +1,10 @@
-// The slot-store chooser of the ring all-reduce (src/tuning/slot_stores.h) against made-up
-// call times: it settles on the faster way, tries the other rarely once settled, follows a
-// change of the faster way within a few calls, keeps sizes (and in-place calls) apart,
-// ignores a size's first call, does not flap between ways that are alike, and obeys a fixed mode.
+// The slot-store chooser (src/tuning/slot_stores.h) against made-up call times: it settles
+// on the faster way, tries the other rarely once settled, follows a change of the faster way
+// within a few calls, keeps sizes (and in-place calls) apart, ignores a size's first call,
+// takes two calls each way before its first choice, does not flap between ways that are
+// alike, lets one slow call of the chosen way (a preemption, the peer's try) neither trigger
+// a try nor lose to one, and obeys a fixed mode; the collectives that use it (all-reduce,
+// all-gather, all-to-all) each learn on their own.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -12,7 +15,9 @@
 namespace {
 
 using chorus::SlotStoreChooser;
+using chorus::SlotStoreChoosers;
 using chorus::SlotStores;
+using chorus::SlotStoreUse;
 
 constexpr size_t kMiB = 1 << 20;
 
@@ -129,6 +134,61 @@ TEST(SlotStores, FixedModesAreObeyed) {
     EXPECT_EQ(want == SlotStores::Temporal ? c.temporal : c.streaming, 1000);
     EXPECT_EQ(c.changes, 0);
   }
+}
+
+TEST(SlotStores, SingleSlowCallsDoNotMakeItChange) {
+  // Temporal is faster (50 us against 60), but one call in 16 of either way is slowed to
+  // 120 us (a preemption; the peer rank's try of the other way slows this rank's call
+  // too). Figures from single calls let a try at 60 us beat such a call and changed ways
+  // every few dozen calls (measured: all-to-all np 2, 256 KiB, a steady fast window); the
+  // lower of the last two calls does not.
+  std::mt19937 rng(7);
+  SlotStoreChooser ch;
+  int call = 0;
+  const Counts c = run(
+      ch, kMiB, false, 20000,
+      [&call](SlotStores w) {
+        if (++call % 16 == 0) return 120e3;
+        return w == SlotStores::Temporal ? 50e3 : 60e3;
+      },
+      &rng);
+  EXPECT_EQ(c.last, SlotStores::Temporal);
+  EXPECT_EQ(c.changes, 0);
+  EXPECT_LE(c.streaming, 60) << "streaming tried too often: " << c.streaming;
+}
+
+TEST(SlotStores, FirstChoiceTakesTwoCallsEachWay) {
+  // Temporal is faster (50 us against 60), but its first counted call is slowed to 200 us
+  // (slots touched for the first time, a preemption). The first choice takes two calls
+  // each way, in turn, and the lower of each: temporal.
+  SlotStoreChooser ch;
+  ch.record(kMiB, false, SlotStores::Temporal, 1000e3);  // the first call: not counted
+  const double times[] = {200e3, 60e3, 50e3, 60e3};
+  const SlotStores ways[] = {SlotStores::Temporal, SlotStores::Streaming, SlotStores::Temporal,
+                             SlotStores::Streaming};
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(ch.choose(kMiB), ways[i]) << "call " << i;
+    ch.record(kMiB, false, ways[i], times[i]);
+  }
+  EXPECT_EQ(ch.choose(kMiB), SlotStores::Temporal);
+  EXPECT_EQ(ch.ewmaNs(kMiB, false, SlotStores::Temporal), 50e3);
+}
+
+TEST(SlotStores, EachCollectiveLearnsOnItsOwn) {
+  // All-gather's calls say streaming wins, all-reduce's that temporal does, at the same
+  // size: each keeps its own answer, and all-to-all, with no calls yet, starts temporal.
+  std::mt19937 rng(6);
+  SlotStoreChoosers chs;
+  const Counts g = run(chs[SlotStoreUse::AllGather], kMiB, false, 200, streamingWins, &rng);
+  const Counts r = run(chs[SlotStoreUse::AllReduce], kMiB, false, 200, temporalWins, &rng);
+  EXPECT_EQ(g.last, SlotStores::Streaming);
+  EXPECT_EQ(r.last, SlotStores::Temporal);
+  EXPECT_EQ(chs[SlotStoreUse::AllGather].choose(kMiB), SlotStores::Streaming);
+  EXPECT_EQ(chs[SlotStoreUse::AllToAll].choose(kMiB), SlotStores::Temporal);
+  // A fixed mode (CHORUS_SLOT_STORES=streaming) holds for every one of them.
+  chs.setMode(SlotStoreChooser::Mode::Streaming);
+  for (auto u : {SlotStoreUse::AllReduce, SlotStoreUse::AllGather, SlotStoreUse::AllToAll})
+    EXPECT_EQ(chs[u].choose(kMiB), SlotStores::Streaming);
 }
 
 }  // namespace
