@@ -80,7 +80,21 @@ def check_results(out):
     return n
 
 
-TUNING_FLAGS = ["--tuning", "--np", "2", "--rounds", "1", "-b", "8", "-e", "64"]
+TUNING_FLAGS = ["--tuning", "--np", "2", "--rounds", "2", "-b", "8", "-e", "64"]
+
+
+def raw_times(out, algo, size):
+    """Every round's out-of-place time of one forced algorithm at one size, from the raw
+    CSVs the perf binary wrote (raw/<algo>.np2.<sweep>.r<round>.csv)."""
+    times = []
+    for name in sorted(os.listdir(os.path.join(out, "raw"))):
+        if not (name.startswith(algo + ".np2.") and name.endswith(".csv")):
+            continue
+        with open(os.path.join(out, "raw", name), newline="") as f:
+            for r in csv.DictReader(f):
+                if r["placement"] == "out-of-place" and int(r["size"]) == size:
+                    times.append(float(r["time_us"]))
+    return times
 
 
 def check_tuning(out):
@@ -102,6 +116,17 @@ def check_tuning(out):
                "choice_over_best %r" % r)
     md = open(os.path.join(out, "tuning.md")).read()
     expect("| choice/best |" in md, "tuning.md has no choice/best column")
+    expect("| best's spread |" in md, "tuning.md has no spread column")
+    expect("Widest spread of one forced algorithm's 2 runs" in md, "tuning.md has no spread line")
+    # The spread is the best forced algorithm's slowest over fastest of its two rounds, from
+    # the raw runs; the table's best time is the fastest of them.
+    for r in rows:
+        times = raw_times(out, r["best_forced"], int(r["size"]))
+        expect(len(times) == 2, "%s B %s: %r rounds" % (r["size"], r["best_forced"], times))
+        expect(abs(float(r["best_spread"]) - max(times) / min(times)) < 1e-3,
+               "best_spread %r against rounds %r" % (r, times))
+        expect(abs(float(r[r["best_forced"] + "_us"]) - min(times)) < 1e-2,
+               "best time %r against rounds %r" % (r, times))
     expect("Worst choice/best at np 2:" in md, "tuning.md has no choice/best summary")
 
 
