@@ -23,16 +23,8 @@ chorusResult_t allGatherRing(chorusComm* comm, const CollArgs& a, const Plan& pl
   auto block = [&](int r) { return out + static_cast<size_t>(r) * blockBytes; };
   const RingOrder& ring = comm->ring;
   const int next = ring.next, prev = ring.prev, me = ring.me;
-  size_t pieceBytes = plan.pieceBytes;
-  if (n == 2 && comm->peerMem.allShm) {
-    // Two ranks on shared memory do the same steps at the same time (each writes its
-    // block, then reads the peer's), so pieces overlap nothing and each adds a handoff: a
-    // cross-core round trip (np 2, 256 KiB, four 32 KiB pieces against one: 10.1 against
-    // 8.0-8.5 us where the cores are far apart; docs/PERF.md). One piece per block, up to
-    // a slot, as the two-rank all-reduce does (src/tuning/tuning.cc, choosePlan).
-    pieceBytes = std::min((blockBytes + 63) & ~static_cast<size_t>(63), comm->tuning.slotBytes);
-  }
-  const size_t pieceElems = std::max<size_t>(1, pieceBytes / elem);
+  // Two ranks on shared memory: one piece per block, up to a slot (choosePlan).
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   for (size_t off = 0; off < a.count; off += pieceElems) {
     const size_t cnt = std::min(pieceElems, a.count - off);
     const size_t o = off * elem;

@@ -53,7 +53,7 @@ void commTuningInit(chorusComm* comm) {
 
 Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes) {
   const CommTuning& t = comm->tuning;
-  const PlanKnobs k{comm->nranks, t.slotBytes, t.ntBytes, t.tcpPieceMin};
+  const PlanKnobs k{comm->nranks, t.slotBytes, t.ntBytes, t.tcpPieceMin, comm->peerMem.allShm};
   const TuningTables* tab = comm->nranks > 1 ? &tables(comm) : nullptr;
   if (tab != nullptr && logEnabled(LogLevel::Info, kLogTuning)) {
     // Once per power-of-two size bucket and collective: what the tables picked.

@@ -615,14 +615,18 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     p.algo = tables->pick(coll, bytes);
     p.proto = protoOf(p.algo);
   }
-  if (coll == Coll::AllReduce && p.algo == Algo::Ring && k.nranks == 2 && k.slotBytes > 0) {
-    // Two ranks on the ring do the same steps at the same time (each sends its half, then
-    // reduces the peer's, then copies the peer's result out), so over shared memory cutting
-    // a rank's half into pieces overlaps nothing: every piece only adds handoffs (a
-    // cross-core round trip each, and a wake-up when the waiter slept). One piece per half,
-    // up to a slot. Over TCP the pieces do overlap (the socket carries piece k+1 while
-    // piece k is reduced; 2 hosts x 1, 1 MiB: 0.6 against 1.0 ms): a quarter of the half,
-    // at least tcpPieceMin (smaller pieces lost at 256 KiB: 32 KiB ones took twice as long).
+  const bool twoRankRing = p.algo == Algo::Ring && k.nranks == 2 && k.slotBytes > 0;
+  if (twoRankRing && (coll == Coll::AllReduce || (coll == Coll::AllGather && k.allShm))) {
+    // Two ranks on the ring do the same steps at the same time (all-reduce: each sends its
+    // half, then reduces the peer's, then copies the peer's result out; all-gather: each
+    // writes its block, then reads the peer's), so over shared memory cutting a rank's half
+    // into pieces overlaps nothing: every piece only adds handoffs (a cross-core round trip
+    // each, and a wake-up when the waiter slept; all-gather np 2 at 256 KiB, four 32 KiB
+    // pieces against one: 10.1 against 8.0-8.5 us where the cores are far apart,
+    // docs/PERF.md). One piece per half, up to a slot. Over TCP the all-reduce's pieces do
+    // overlap (the socket carries piece k+1 while piece k is reduced; 2 hosts x 1, 1 MiB:
+    // 0.6 against 1.0 ms): a quarter of the half, at least tcpPieceMin (smaller pieces lost
+    // at 256 KiB: 32 KiB ones took twice as long).
     const size_t half = (bytes / 2 + 63) & ~static_cast<size_t>(63);
     size_t piece = half;
     if (k.tcpPieceMin > 0 && tables != nullptr && !tables->sharedMemoryOnly)

@@ -239,6 +239,7 @@ struct PlanKnobs {
   size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
   size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
+  bool allShm = false;     // shared memory joins every pair (comm->peerMem.allShm)
 };
 
 /// The plan for one call; `bytes` is the size of the whole result buffer of the call.

@@ -502,4 +502,30 @@ TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   EXPECT_EQ(piece(128 * K, 7, 1 << 20), 512 * K);     // same host (shared memory): one piece
 }
 
+TEST(ChoosePlan, TwoRanksAllGatherOnSharedMemorySendEachBlockWhole) {
+  // Both ranks write their block, then read the peer's: pieces overlap nothing where
+  // shared memory joins the pair, so one piece per block, up to a slot. Elsewhere (here:
+  // the test's comm without peerMem.allShm) the general rule, a quarter of a share.
+  auto piece = [](bool allShm, size_t bytes) {
+    chorusComm comm;
+    comm.rank = 0;
+    comm.nranks = 2;
+    comm.ncpus = 2;
+    comm.peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
+    comm.peerMem.allShm = allShm;
+    comm.tuning.slotBytes = 512 << 10;
+    comm.tuning.fifoDepth = 8;
+    comm.tuning.llBytes = 16 << 10;
+    comm.tuning.treeBytes = 0;
+    comm.tuning.ntBytes = 8 << 20;
+    comm.tuning.algo = "ring";
+    return chorus::commChoosePlan(&comm, Coll::AllGather, bytes).pieceBytes;
+  };
+  const size_t K = 1024;
+  EXPECT_EQ(piece(true, 512 * K), 256 * K);         // a 256 KiB block in one piece
+  EXPECT_EQ(piece(true, 2 * K + 128), 1 * K + 64);  // rounded up to a cache line
+  EXPECT_EQ(piece(true, 4 << 20), 512 * K);         // never above a slot
+  EXPECT_EQ(piece(false, 512 * K), 64 * K);         // the general rule: a quarter of a share
+}
+
 }  // namespace
