@@ -379,12 +379,10 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   comm->waitPolicy.yieldFirstNs = crowded ? kCrowdedYieldNs : 0;
   comm->waitPolicy.unstack = !crowded;
   // A busy machine (other work runnable beside the ranks) cuts the learnt spin short, per
-  // wait: src/core/wait.h, WaitPolicy::busySpinNs.
-  // Ranks with a peer on another host run a progress thread each (tcp, rdma), which every
-  // message wakes: the kernel's ranks' progress threads are the job's own runnable tasks.
-  const bool anyRemote = std::any_of(comm->peers.begin(), comm->peers.end(), [&](const auto& q) {
-    return q.hostHash != comm->peers[static_cast<size_t>(rank)].hostHash;
-  });
+  // wait: src/core/wait.h, WaitPolicy::busySpinNs. Ranks with a peer on another host run a
+  // progress thread each (tcp, rdma), which every message wakes: the kernel's ranks'
+  // progress threads are the job's own runnable tasks, not other work.
+  const bool anyRemote = comm->localRanks < nranks;
   const int64_t busySpinNs = spinNs > 0 || crowded ? 0 : paramInt(Param::SpinBusyNs);
   if (!comm->waitPolicy.enableBusyCheck(busySpinNs, anyRemote ? comm->kernelRanks : 0))
     CHORUS_INFO(kLogInit, "rank %d: /proc/loadavg unreadable: no busy-machine check", rank);
