@@ -47,7 +47,7 @@ const ParamInfo kParams[] = {
      "runs is ignored."},
     {"CHORUS_NSOCKS", "auto",
      "TCP sockets per peer pair and direction; each message is striped across them (1 to 16); "
-     "auto: 2, or 1 where a kernel runs more of the job's ranks than it has CPUs."},
+     "auto: 2, or 1 where a kernel runs as many of the job's ranks as it has CPUs, or more."},
     {"CHORUS_SOCKET_BUFSIZE", "4M",
      "SO_SNDBUF/SO_RCVBUF asked for on TCP transport sockets (the kernel may cap it; 0 keeps its "
      "autotuning)."},
@@ -125,8 +125,9 @@ const ParamInfo kParams[] = {
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "
      "system's; empty: the system's. A name the kernel refuses keeps the default (logged)."},
     {"CHORUS_SLOT_STORES", "auto",
-     "How the shared-memory ring all-reduce writes the FIFO slots its peer reads: temporal, "
-     "streaming, or auto (both timed on the calls themselves, the faster used; logged at INFO)."},
+     "How the shared-memory ring all-reduce, ring all-gather and all-to-all write the FIFO "
+     "slots their peers read: temporal, streaming, or auto (both timed on the calls themselves, "
+     "the faster used, per collective; logged at INFO)."},
     {"CHORUS_SPIN_BUSY_NS", "5000",
      "Where more tasks are runnable than the machine has CPUs (/proc/loadavg), a waiter "
      "spins at most this long (ns) before it sleeps on its doorbell, whatever its learnt "
