@@ -109,8 +109,12 @@ print("%.2f %.2f %.2f" % (sum(r) / 2, r[0], r[1]))' "$TMP/iperf.fwd.json" "$TMP/
 }
 log "iperf3, 1 stream"
 IPERF1=$(iperf 1)
-log "iperf3, $NSOCKS streams"
-IPERFN=$(iperf "$NSOCKS")
+# With one socket per peer (NSOCKS=1) the one-stream run is already the like-for-like one.
+IPERFN_TEXT=""
+if [ "$NSOCKS" != 1 ]; then
+  log "iperf3, $NSOCKS streams"
+  IPERFN_TEXT=", **$(iperf "$NSOCKS") GB/s** with $NSOCKS"
+fi
 log "iperf3, $NSOCKS streams each way at once"
 read -r IPERFBOTH IPERFFWD IPERFBACK <<< "$(iperf_both_ways "$NSOCKS")"
 
@@ -174,8 +178,8 @@ cat <<EOF
   (Chorus settings in the environment: ${CHORUS_ENV:-none}${BASE:+; the before/BASE runs add: ${BASE_ENV:-nothing}})
 - Open MPI: \`${MPIRUN[*]//$AGENT/tools/cluster agent} all_reduce_mpi_perf FLAGS -c 0\`
 - FLAGS: $(for s in "${SWEEPS[@]}"; do read -r n f <<< "$s"; printf '%s: `%s`; ' "$n" "$f"; done)
-- The link: iperf3 from host 0 to host 1, 5 s, congestion control $IPERF_CC_TEXT: **$IPERF1 GB/s** with one stream, **$IPERFN GB/s**
-  with $NSOCKS. A 2-rank all-reduce of S bytes sends S bytes each way per rank, so the
+- The link: iperf3 from host 0 to host 1, 5 s, congestion control $IPERF_CC_TEXT: **$IPERF1 GB/s** with one stream$IPERFN_TEXT
+  (Chorus opens $NSOCKS per peer). A 2-rank all-reduce of S bytes sends S bytes each way per rank, so the
   link caps busbw (= algbw for 2 ranks) at about the iperf3 figure, if both directions run
   at full speed at once. Both ways at once ($NSOCKS streams each way, one iperf3 per
   direction, as the all-reduce runs): **$IPERFBOTH GB/s** per direction on average
