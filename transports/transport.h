@@ -152,6 +152,8 @@ struct TransportContext {
   size_t llBytes;  ///< CHORUS_LL_THRESHOLD
   /// Point-to-point records between two ranks during connect (see PeerExchange).
   PeerExchange* exchange = nullptr;
+  /// The communicator's first broken connection: proxied channels record theirs here.
+  LinkFailure* linkFailure = nullptr;
   ShmOptions shm;
   TcpOptions tcp;
   RdmaOptions rdma;

@@ -22,6 +22,7 @@ Prims::Prims(chorusComm* comm, const kernels::ReduceSpec& spec, const char* what
       streaming_(streaming) {
   w_.deadlineNs = -comm->timeoutNs;  // from when a wait goes slow: no clock read per call
   w_.abortFlag = &comm->abortFlag;
+  w_.linkFailure = &comm->linkFailure;
   w_.spin = comm->tuning.spin;
   w_.policy = &comm->waitPolicy;
   w_.what = what;

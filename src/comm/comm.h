@@ -134,6 +134,7 @@ struct chorusComm {
   chorusUniqueId id{};
 
   std::atomic<int> abortFlag{0};
+  chorus::LinkFailure linkFailure;  /// first broken tcp/rdma connection: every wait returns it
   /// API calls running on any thread plus operations queued on streams: destroy and abort
   /// wait for this to reach zero before freeing, so no other thread is left inside.
   std::atomic<int> activeCalls{0};

@@ -215,6 +215,7 @@ chorusResult_t connectTransports(chorusComm* comm) {
                        comm->tuning.llBytes};
   BootstrapPeerExchange exchange(comm->bootstrap.get());
   ctx.exchange = &exchange;
+  ctx.linkFailure = &comm->linkFailure;
   fillTransportOptions(&ctx);
   // "auto": where one kernel runs every rank, tcp links are virtual (veth, loopback) with no
   // bottleneck queue to pace for, and a pacing congestion control (BBR) sends from timers on

@@ -156,6 +156,10 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
       result = chorusAborted;
       break;
     }
+    if (w.linkFailure && w.linkFailure->failed()) {
+      result = w.linkFailure->raise(w.what);
+      break;
+    }
     const int64_t t = nowNs();
     if (t > deadline) {
       result = chorusTimeout;

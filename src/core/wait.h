@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "chorus.h"
+#include "src/core/link_failure.h"
 
 namespace chorus {
 
@@ -108,6 +109,9 @@ struct WaitCtx {
   int spin;                      ///< polls before the first clock read (the inline fast path)
   const char* what;              ///< e.g. "all_reduce #12"
   WaitPolicy* policy = nullptr;  ///< the communicator's; null: a fixed default budget
+  /// The communicator's first broken connection (null: not watched): once recorded, the
+  /// wait returns it whatever it waits for (see link_failure.h).
+  const LinkFailure* linkFailure = nullptr;
 };
 
 /// A futex word plus a count of sleepers; lives in shared memory, one per rank. The second

@@ -6,11 +6,12 @@
 namespace chorus {
 namespace proxied {
 
-void ChannelHealth::markFailed(int res, const std::string& msg) {
+void ChannelHealth::markFailed(int res, const std::string& msg, bool wholeComm) {
   if (claimed.exchange(true, std::memory_order_acq_rel)) return;
   error = msg;
   failed.store(res, std::memory_order_release);
   CHORUS_INFO(kLogNet, "%s", msg.c_str());
+  if (wholeComm && commLinks) commLinks->record(res, msg);
   // Every waiter must see it promptly: bump the bell even if nobody sleeps on it yet.
   bell->seq.fetch_add(1, std::memory_order_seq_cst);
   ringDoorbell(bell);

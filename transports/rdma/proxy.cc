@@ -188,7 +188,9 @@ void Proxy::onCompletion(const Completion& wc) {
         snprintf(msg, sizeof(msg), "RDMA %s %s failed: %s (completion status %d)",
                  kind == WrKind::Recv ? "receive from" : "write to", c->peerDesc.c_str(),
                  ctx_->statusText(wc.status), wc.status);
-      c->markFailed(chorusRemoteError, msg);
+      // A lost data write breaks the collective for every rank of the communicator; a
+      // credit or receive failure alone may be a peer that finished and left.
+      c->markFailed(chorusRemoteError, msg, kind == WrKind::Piece || kind == WrKind::Last);
     }
     return;
   }

@@ -162,6 +162,7 @@ chorusResult_t RdmaTransport::connect(const TransportContext& ctx, int peer, con
                 port_.port);
 
   auto c = std::make_unique<Channel>(proxy_.get(), proxy_->bell(), peer);
+  c->commLinks = ctx.linkFailure;
   if (!c->sendRing.allocate(slotBytes_, depth_) || !c->recvRing.allocate(slotBytes_, depth_))
     CHORUS_FAIL(chorusSystemError, "cannot allocate RDMA buffers (2 x %d x %zu B) for rank %d",
                 depth_, slotBytes_, peer);

@@ -18,13 +18,13 @@ namespace tcp {
 namespace {
 
 // Classifies a failed send/recv: a peer that went away is the peer's problem (remote), any
-// other errno is ours (system).
-void socketFailed(Channel* c, int err, const char* doing) {
+// other errno is ours (system). `wholeComm` as in ChannelHealth::markFailed.
+void socketFailed(Channel* c, int err, const char* doing, bool wholeComm = true) {
   char msg[256];
   if (err == 0 || err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT) {
     snprintf(msg, sizeof(msg), "%s closed the connection%s%s (while %s)", c->peerDesc.c_str(),
              err ? ": " : "", err ? strerror(err) : "", doing);
-    c->markFailed(chorusRemoteError, msg);
+    c->markFailed(chorusRemoteError, msg, wholeComm);
   } else {
     snprintf(msg, sizeof(msg), "connection with %s failed while %s: %s", c->peerDesc.c_str(), doing,
              strerror(err));
@@ -114,7 +114,9 @@ void SendChannel::peerGone() {
     if (getsockopt(k.fd.get(), SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err != 0) break;
     err = 0;
   }
-  socketFailed(this, err, "sending");
+  // A peer that finished and left hangs up too: nothing is lost unless this rank still
+  // had messages for it, so only then does the whole communicator fail.
+  socketFailed(this, err, "sending", !drained());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -174,7 +176,9 @@ bool RecvChannel::readSock(int s, Sock& k) {
         return true;
       }
       if (got != Recv::kGot) {
-        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving");
+        // An error or a close between stripes (hdrDone 0) may be a peer that left; a
+        // header cut short lost a message.
+        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving", k.hdrDone > 0);
         return false;
       }
       if (k.hdrDone < sizeof(k.hdr)) continue;
@@ -249,7 +253,9 @@ void RecvChannel::checkClosed() {
     const Sock& k = socks[static_cast<size_t>(s)];
     if (!k.fd.valid() || !k.eof) continue;
     if ((!known && s == 0) || (known && s < st.nstripes && !(st.mask & (1u << s)))) {
-      socketFailed(this, 0, "receiving");
+      // Closed between messages: a peer that finished and left (nothing lost). Only a
+      // wait on this peer fails; a stripe cut short fails the communicator (readSock).
+      socketFailed(this, 0, "receiving", false);
       return;
     }
   }

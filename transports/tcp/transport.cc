@@ -83,6 +83,7 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   for (int r = 0; r < ctx.nranks; ++r) {
     if (r == ctx.rank) continue;
     recv_[static_cast<size_t>(r)] = std::make_unique<RecvChannel>(proxy_.get(), proxy_->bell(), r);
+    recv_[static_cast<size_t>(r)]->commLinks = ctx.linkFailure;
     byRank[static_cast<size_t>(r)] = recv_[static_cast<size_t>(r)].get();
   }
   CHORUS_CHECK(proxy_->start(std::move(listener), std::move(byRank)));
@@ -124,6 +125,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   // Send direction: our sockets to the peer's listener.
   auto sc = std::make_unique<SendChannel>(proxy_.get(), proxy_->bell(), peer);
   sc->peerDesc = desc;
+  sc->commLinks = ctx.linkFailure;
   if (!sc->ring.allocate(slotBytes_, depth_))
     CHORUS_FAIL(chorusSystemError, "cannot allocate TCP send slots (%d x %zu B) for rank %d",
                 depth_, slotBytes_, peer);

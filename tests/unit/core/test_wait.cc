@@ -1,15 +1,17 @@
 // Waiting (src/core/wait.h): the spin budget's learning rules, a sleeper woken by the
 // writer's doorbell, a waiter that sleeps at once when its peer waits on its CPU, and the
-// deadline and abort exits. Real threads, a real futex.
+// deadline and abort exits, and a broken link elsewhere. Real threads, a real futex.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "src/core/checks.h"
 #include "src/core/wait.h"
 
 namespace chorus {
@@ -229,6 +231,36 @@ TEST(WaitUntil, DeadlineAndAbortEndTheWait) {
             chorusAborted);
   WaitCtx noPolicy{nowNs() + 30000000, nullptr, 0, "no policy"};
   EXPECT_EQ(waitUntil([] { return false; }, noPolicy, nullptr), chorusTimeout);
+}
+
+// A broken link elsewhere in the communicator ends a wait on a healthy peer, asleep or not,
+// with the link's own message; what already arrived is still taken first.
+TEST(WaitUntil, BrokenLinkElsewhereEndsTheWait) {
+  Waiting w;
+  w.policy.configure(0, 0, 0, false);  // asleep on the doorbell when the link breaks
+  LinkFailure links;
+  WaitCtx ctx = w.ctx(20000000000);
+  ctx.linkFailure = &links;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread breaker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    links.record(chorusRemoteError, "RDMA write to rank 1 (dev:1 qp 0x5) failed");
+    ringDoorbell(&w.bell);
+  });
+  EXPECT_EQ(waitUntil([&] { return w.flag.load() != 0; }, ctx, &w.bell, 0, nullptr),
+            chorusRemoteError);
+  breaker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  const std::string msg = threadLastError();
+  EXPECT_NE(msg.find("broke earlier, so the test cannot complete"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("RDMA write to rank 1 (dev:1 qp 0x5) failed"), std::string::npos) << msg;
+  // The first failure stays; a ready wait still succeeds.
+  links.record(chorusSystemError, "a later failure");
+  EXPECT_EQ(links.code.load(), chorusRemoteError);
+  EXPECT_EQ(links.what, "RDMA write to rank 1 (dev:1 qp 0x5) failed");
+  w.flag.store(1);
+  EXPECT_EQ(waitUntil([&] { return w.flag.load() != 0; }, ctx, &w.bell, 0, nullptr),
+            chorusSuccess);
 }
 
 }  // namespace
