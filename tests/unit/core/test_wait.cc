@@ -259,8 +259,7 @@ TEST(WaitUntil, BrokenLinkElsewhereEndsTheWait) {
   EXPECT_EQ(links.code.load(), chorusRemoteError);
   EXPECT_EQ(links.what, "RDMA write to rank 1 (dev:1 qp 0x5) failed");
   w.flag.store(1);
-  EXPECT_EQ(waitUntil([&] { return w.flag.load() != 0; }, ctx, &w.bell, 0, nullptr),
-            chorusSuccess);
+  EXPECT_EQ(waitUntil([&] { return w.flag.load() != 0; }, ctx, &w.bell, 0, nullptr), chorusSuccess);
 }
 
 }  // namespace
