@@ -52,6 +52,10 @@ class SendConn {
   virtual size_t llMaxBytes() const = 0;
   /// Sends a small message on the low-latency path.
   virtual chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) = 0;
+  /// Largest LL message sendLL hands over whole without waiting for the receiver, when
+  /// nothing else is in flight (two ranks may then both send before either receives);
+  /// 0: not known.
+  virtual size_t llBufferedBytes() const { return 0; }
   /// For callers that poll with tryAcquire (send/recv batches) and so never see a waiting
   /// call's error: chorusSuccess while the connection can still deliver, else the error
   /// (message set) a blocking call would return. May cost a system call: call it rarely.

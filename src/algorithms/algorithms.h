@@ -55,6 +55,8 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p);
+/// Largest all-reduce allReduceRecDoubling takes on this communicator (see tuning.h).
+size_t doublingMaxBytes(const chorusComm* comm);
 chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

@@ -7,12 +7,13 @@
 //   each element is reduced exactly once, by its owner, then copied around.
 // tree: double binary tree (topology-driven, comm->trees): half of the data reduced up and
 //   broadcast down each tree, piece by piece.
-// recursive doubling (LL, opt-in: CHORUS_ALGO=doubling): log2(n) rounds; in round k every
-//   rank swaps its partial result with rank ^ 2^k and combines the two. log2(n) messages
-//   per rank instead of n-1; measured no faster than direct where ranks crowd 2 CPUs
-//   (docs/PERF.md), not measurable here where they do not.
+// recursive doubling (LL; by default only over tcp where ranks crowd their CPUs, else
+//   CHORUS_ALGO=doubling): log2(n) rounds; in round k every rank swaps its partial result
+//   with rank ^ 2^k and combines the two. log2(n) messages per rank instead of n-1. Where
+//   hosts hold several ranks, only each host's lowest rank takes part (allReduceLeaders).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
@@ -56,7 +57,107 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
   return chorusSuccess;
 }
 
+// Across hosts that hold several ranks each: every rank hands its input to its host's
+// lowest rank (the leader) over shared memory, the leaders run recursive doubling among
+// themselves, and each leader hands the result back. One tcp message each way per leader
+// pair, where plain doubling sends one per rank pair. Measured on 2 namespaced hosts x 2
+// ranks sharing 2 CPUs (docs/PERF.md "fifth stop: leaders"), 8 B-8 KiB: 16-19 us against
+// plain doubling's 27-31 (four processes in tcp at once) and Open MPI's 24-34.
+// Leaders reduce their host's inputs in rank order and the leaders' rounds combine
+// (lower group) OP (higher group) on both sides, so every rank ends with the same bits.
+// Up to kLeadersMaxBytes: the shm hops go in pieces of at most CHORUS_LL_THRESHOLD (what
+// an LL buffer holds). Two leaders send to each other at once only where the FIFO takes
+// the whole message (llBufferedBytes; tcp's default 4 MiB does); otherwise they take
+// turns (the lower sends first), so neither waits for room the other frees only later.
+// (Taking turns always, 2 x 2 at 32 / 256 KiB: 40 / 190-205 us against 25 / 137-166.)
+static chorusResult_t allReduceLeaders(chorusComm* comm, const CollArgs& a, Prims& p) {
+  const int rank = comm->rank;
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  const kernels::ReduceSpec& spec = a.spec;
+  const std::vector<int>& mates = comm->hostMates;
+  const std::vector<int>& leaders = comm->hostLeaders;
+  const int leader = mates[0];
+  const size_t piece = std::max(elem, comm->tuning.llBytes / elem * elem);
+  char* acc = static_cast<char*>(a.recvbuf);
+  if (rank != leader) {
+    const char* in = static_cast<const char*>(a.sendbuf);
+    if (spec.preMul) {
+      void* t = comm->scratch.get(comm->scratch.a, bytes);
+      kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
+      in = static_cast<const char*>(t);
+    }
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.sendLL(leader, in + off, std::min(piece, bytes - off)));
+    for (size_t off = 0; off < bytes; off += piece)  // the result, post already applied
+      CHORUS_CHECK(p.recvLL(leader, acc + off, std::min(piece, bytes - off)));
+    return chorusSuccess;
+  }
+  if (spec.preMul)
+    kernels::reduce(spec, acc, nullptr, a.sendbuf, a.count, kApplyPre);
+  else if (a.sendbuf != acc)
+    std::memcpy(acc, a.sendbuf, bytes);
+  const void* src;
+  for (size_t i = 1; i < mates.size(); ++i)
+    for (size_t off = 0; off < bytes; off += piece) {
+      const size_t len = std::min(piece, bytes - off);
+      CHORUS_CHECK(p.waitLL(mates[i], &src, len));
+      kernels::reduce(spec, acc + off, acc + off, src, len / elem, 0u);
+      p.releaseLL(mates[i]);
+    }
+  const int L = static_cast<int>(leaders.size());
+  int me = 0;
+  while (leaders[static_cast<size_t>(me)] != rank) ++me;
+  int pow2 = 1;
+  while (pow2 * 2 <= L) pow2 *= 2;
+  const int extra = L - pow2;
+  auto at = [&](int i) { return leaders[static_cast<size_t>(i)]; };
+  if (me >= pow2) {
+    CHORUS_CHECK(p.sendLL(at(me - pow2), acc, bytes));
+    CHORUS_CHECK(p.recvLL(at(me - pow2), acc, bytes));
+  } else {
+    if (me < extra) {
+      CHORUS_CHECK(p.waitLL(at(me + pow2), &src, bytes));
+      kernels::reduce(spec, acc, acc, src, a.count, 0u);
+      p.releaseLL(at(me + pow2));
+    }
+    for (int mask = 1; mask < pow2; mask <<= 1) {
+      const int peer = at(me ^ mask);
+      const bool turns = bytes > comm->sendConn[static_cast<size_t>(peer)]->llBufferedBytes() &&
+                         bytes > comm->tuning.llBytes;
+      const unsigned post = mask * 2 == pow2 ? kApplyPost : 0u;
+      if (!turns || rank < peer) CHORUS_CHECK(p.sendLL(peer, acc, bytes));
+      CHORUS_CHECK(p.waitLL(peer, &src, bytes));
+      if (rank < peer) {
+        kernels::reduce(spec, acc, acc, src, a.count, post);
+        p.releaseLL(peer);
+      } else {
+        if (turns) CHORUS_CHECK(p.sendLL(peer, acc, bytes));  // ours, before combining
+        kernels::reduce(spec, acc, src, acc, a.count, post);
+        p.releaseLL(peer);
+      }
+    }
+    if (me < extra) CHORUS_CHECK(p.sendLL(at(me + pow2), acc, bytes));
+  }
+  for (size_t i = 1; i < mates.size(); ++i)
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.sendLL(mates[i], acc + off, std::min(piece, bytes - off)));
+  return chorusSuccess;
+}
+
+// Every rank decides alike: both counts are the communicator's, not this host's. (The
+// model's leadersDoubling is the same shape, less shm-disabled runs it prices as plain.)
+static bool leadersRun(const chorusComm* comm) {
+  return comm->nHosts > 1 && comm->nHosts < comm->nranks;
+}
+
+size_t doublingMaxBytes(const chorusComm* comm) {
+  // Plain doubling's LL messages must fit a shared-memory LL buffer; the leaders' shm hops
+  // go in pieces.
+  return leadersRun(comm) ? std::max(comm->tuning.llBytes, kLeadersMaxBytes) : comm->tuning.llBytes;
+}
+
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p) {
+  if (leadersRun(comm)) return allReduceLeaders(comm, a, p);
   // Ranks from pow2 on (n not a power of two) first hand their input to rank - pow2 and get
   // the result back at the end. In every round the two partners hold partial results of
   // two disjoint rank groups and both compute (lower group's) OP (higher group's): the same

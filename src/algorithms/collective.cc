@@ -67,7 +67,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
     case Coll::AllReduce:
       if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)
         return allReduceDirect(comm, a, p);
-      if (plan.algo == Algo::Doubling && a.count * p.elemSize() <= comm->tuning.llBytes)
+      if (plan.algo == Algo::Doubling && a.count * p.elemSize() <= doublingMaxBytes(comm))
         return allReduceRecDoubling(comm, a, p);
       if (plan.algo == Algo::Tree) return allReduceTree(comm, a, plan, p);
       if (plan.algo == Algo::Halving) return allReduceHalving(comm, a, plan, p);

@@ -161,8 +161,10 @@ struct chorusComm {
   /// Double binary tree (topology-driven, see src/topology): tree algorithms put half of
   /// the data on each.
   std::array<chorus::TreeLinks, 2> trees{};
-  int nHosts = 1;        // distinct hosts in the communicator
-  int numaOsIndex = -1;  // NUMA node (os index) this rank is bound to, -1 unbound/unknown
+  int nHosts = 1;                // distinct hosts in the communicator
+  std::vector<int> hostLeaders;  // each host's lowest rank, in that order (topo_exchange.cc)
+  std::vector<int> hostMates;    // this rank's host's ranks (itself included), ascending
+  int numaOsIndex = -1;          // NUMA node (os index) this rank is bound to, -1 unbound/unknown
 
   chorus::CommTuning tuning{};
   /// How long this communicator's waits spin before sleeping (src/core/wait.h).

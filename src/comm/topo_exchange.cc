@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "src/comm/comm.h"
@@ -61,7 +62,17 @@ chorusResult_t commTopoInit(chorusComm* comm) {
 
   const std::vector<int> ring = topo::buildRing(recs);
   const auto trees = topo::buildTrees(recs);
-  comm->nHosts = static_cast<int>(topo::groupByHost(recs).size());
+  const std::vector<std::vector<int>> hosts = topo::groupByHost(recs);
+  comm->nHosts = static_cast<int>(hosts.size());
+  // Recursive doubling between host leaders (src/algorithms/allreduce.cc): each host's
+  // lowest rank, hosts in the order of it, and this host's ranks in rank order.
+  comm->hostLeaders.clear();
+  for (const std::vector<int>& h : hosts) {
+    std::vector<int> sorted = h;
+    std::sort(sorted.begin(), sorted.end());
+    comm->hostLeaders.push_back(sorted[0]);
+    if (recs[static_cast<size_t>(sorted[0])].hostHash == me.hostHash) comm->hostMates = sorted;
+  }
   comm->numaOsIndex = recs[static_cast<size_t>(rank)].numaOsIndex;
 
   RingOrder& r = comm->ring;

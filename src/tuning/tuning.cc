@@ -159,8 +159,8 @@ bool parseTuningText(const std::string& text, ModelParams* out, std::string* err
     for (std::string x; ls >> x;) w.push_back(x);
     if (w.empty()) continue;
     const std::string key = lower(w[0]);
-    if (key == "shm" || key == "tcp") {
-      LinkCost& l = key == "shm" ? p.shm : p.tcp;
+    if (key == "shm" || key == "tcp" || key == "tcp_leaders") {
+      LinkCost& l = key == "shm" ? p.shm : key == "tcp" ? p.tcp : p.tcpLeaders;
       if (w.size() != 3 || !number(w[1], &l.latUs) || !number(w[2], &l.bwGBps) || l.bwGBps <= 0)
         return fail("expected: " + key + " LATENCY_US BANDWIDTH_GBPS");
       continue;
@@ -233,9 +233,15 @@ size_t pieceBytesFor(const ModelShape& s, size_t bytes) {
   return pieceBytes(s.nranks, s.slotBytes, piecesPerShare(s), bytes);
 }
 
+size_t doublingMaxBytes(const ModelShape& s) {
+  return leadersDoubling(s) ? std::max(s.llBytes, kLeadersMaxBytes) : s.llBytes;
+}
+
 bool algoAvailable(const ModelShape& s, Coll coll, Algo a, size_t bytes) {
   switch (coll) {
-    case Coll::AllReduce: return (a != Algo::Direct && a != Algo::Doubling) || bytes <= s.llBytes;
+    case Coll::AllReduce:
+      if (a == Algo::Doubling) return bytes <= doublingMaxBytes(s);
+      return a != Algo::Direct || bytes <= s.llBytes;
     case Coll::Broadcast:
     case Coll::AllGather: return a == Algo::Ring || (a == Algo::Direct && bytes <= s.llBytes);
     case Coll::Reduce:
@@ -344,6 +350,16 @@ double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, s
         // direct exchange and its copies share the core (measured, np 4 and 8 on 2 CPUs:
         // 1.5-5x slower than direct, even at best no faster), so there it never wins. Only
         // considered when CHORUS_ALGO names it (kDefaultAlgos).
+        if (leadersDoubling(s) && !findOverride(p, coll, a, Proto::LL)) {
+          // One leader per host: a shm hop in and one out, then the leaders' rounds over
+          // tcp at ModelParams::tcpLeaders (measured, crowding included).
+          int pow2 = 1, rounds = 0;
+          while (pow2 * 2 <= s.nhosts) pow2 *= 2, ++rounds;
+          const int steps = rounds + (s.nhosts > pow2 ? 2 : 0);
+          const Hop shm = sharingCores(p, s, Proto::LL, p.shm.latUs, p.shm.bwGBps * p.llBwFactor);
+          return 2 * (shm.lat + S / shm.bw) +
+                 steps * (p.tcpLeaders.latUs + S / (p.tcpLeaders.bwGBps * 1e3));
+        }
         int pow2 = 1, rounds = 0;
         while (pow2 * 2 <= n) pow2 *= 2, ++rounds;
         const int steps = rounds + (n > pow2 ? 2 : 0);

@@ -75,6 +75,12 @@ struct ModelParams {
   /// extra ranks per CPU: a direct exchange pays this per peer over tcp (its exchanges
   /// all wait for every peer at once; recursive doubling waits for one per step) ...
   double tcpCrowdPeerUs = 24.7;
+  /// One round of recursive doubling between host leaders over tcp (leadersDoubling): set
+  /// by hand from 2 namespaced hosts x 2 ranks on 2 CPUs (docs/PERF.md "fifth stop:
+  /// leaders"): 15.4-18.7 us from 8 B to 8 KiB, 25-35 / 46-52 / 70-78 / 134-165 us at 32 /
+  /// 64 / 128 / 256 KiB, whole call. The model's tcp hop (45 us, 1 GB/s per rank) predicts
+  /// 3x that, and would leave 32-128 KiB to halving, measured 1.3-2.6x slower there.
+  LinkCost tcpLeaders{14.0, 1.9};
   static constexpr int kTcpTreeBuckets = 10;
   double tcpTreeCorrection[kTcpTreeBuckets] = {1.22, 1.23, 1.24, 1.22, 1.2,
                                                1.13, 1.06, 1.06, 1.07, 1.27};
@@ -140,6 +146,20 @@ struct ModelShape {
 double ranksPerCore(const ModelShape& s);
 /// Hops over tcp between ranks that queue for the same CPUs (see ModelParams::tcpCrowd*).
 inline bool crowdedTcp(const ModelShape& s) { return s.tcpHops && ranksPerCore(s) > 1.0; }
+/// Recursive doubling runs between one leader per host, the other ranks handing their input
+/// to it over shared memory (src/algorithms/allreduce.cc, allReduceLeaders): several hosts,
+/// some with several ranks.
+inline bool leadersDoubling(const ModelShape& s) {
+  return s.nhosts > 1 && s.nhosts < s.nranks && !s.allTcp;
+}
+/// Largest all-reduce recursive doubling carries: CHORUS_LL_THRESHOLD, or kLeadersMaxBytes
+/// between host leaders (leadersDoubling). Measured on 2 x 2 crowded namespaced hosts
+/// (docs/PERF.md "fifth stop: leaders"): in steady runs (-n 100) faster than halving up to
+/// 512 KiB (32-128 KiB: 25-78 against 40-115 us), slower at 1 MiB; in perf/compare_tcp.sh's
+/// large sweep (-n 5 -w 1: the first calls count) level with Open MPI at 256 KiB where
+/// halving had been 1.3-1.5x ahead. So up to 128 KiB.
+constexpr size_t kLeadersMaxBytes = 128 << 10;
+size_t doublingMaxBytes(const ModelShape& s);
 /// The algorithms the model chooses from when CHORUS_ALGO is empty (and what "^name"
 /// starts from): kDefaultAlgos, plus recursive doubling where crowdedTcp (measured there:
 /// 4 x 1 and 2 x 2 namespaced hosts, 8 B-8 KiB, 0.4-0.7x direct's time).

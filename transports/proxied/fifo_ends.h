@@ -45,6 +45,10 @@ class SendEnd final : public SendConn {
   using Channel = typename Side::Channel;
   SendEnd(Channel* c, size_t llMax) : c_(c), llMax_(llMax) {}
   size_t slotBytes() const override { return Side::ring(c_).slotBytes; }
+  /// An LL message takes one slot per slotBytes piece: an empty FIFO holds depth of them.
+  size_t llBufferedBytes() const override {
+    return Side::ring(c_).slotBytes * static_cast<size_t>(Side::ring(c_).depth);
+  }
 
   chorusResult_t acquire(void** slot, const WaitCtx& w) override {
     const uint64_t depth = static_cast<uint64_t>(Side::ring(c_).depth);

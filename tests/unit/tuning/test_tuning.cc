@@ -169,21 +169,30 @@ TEST(TuningModel, SharedKernelPicksDoublingThenRingOrHalving) {
     EXPECT_EQ(def, kAll | RD | RH);
     for (size_t b : {size_t{8}, size_t{256}, size_t{4} << 10})
       EXPECT_EQ(best(s, b, def), Algo::Doubling) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
-    // 16-64 KiB: halving (both shapes), then the ring.
-    for (size_t b : {size_t{32} << 10, size_t{64} << 10})
-      EXPECT_EQ(best(s, b, def), Algo::Halving) << s.nhosts << "x" << s.maxLocalRanks << " " << b;
     // "^halving" starts from the shape's defaults: doubling stays.
     const unsigned noHalving = chorus::parseAlgoMask("^halving", nullptr, def);
     EXPECT_EQ(noHalving, D | R | T | RD);
   }
-  // 4 x 1: halving to 4 MiB, the ring from 8 MiB; 2 x 2: halving at every size from 32 KiB
-  // (also above 16 MiB, times tcp_crowd_halving_large there).
-  for (size_t b = size_t{128} << 10; b <= (size_t{4} << 20); b *= 2)
+  // 4 x 1 (every rank its host's only one: plain doubling, up to CHORUS_LL_THRESHOLD):
+  // halving from 32 KiB to 4 MiB, the ring from 8 MiB. 2 x 2: doubling between the host
+  // leaders up to kLeadersMaxBytes (measured 1.3-2.6x faster than halving at 32-128 KiB,
+  // docs/PERF.md "fifth stop: leaders"), then halving at every size (also above 16 MiB,
+  // times tcp_crowd_halving_large there).
+  EXPECT_FALSE(chorus::leadersDoubling(s41));
+  EXPECT_TRUE(chorus::leadersDoubling(s22));
+  EXPECT_EQ(chorus::doublingMaxBytes(s41), s41.llBytes);
+  EXPECT_EQ(chorus::doublingMaxBytes(s22), chorus::kLeadersMaxBytes);
+  for (size_t b = size_t{32} << 10; b <= (size_t{4} << 20); b *= 2)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Halving) << b;
   for (size_t b = size_t{8} << 20; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s41, b, chorus::defaultAlgos(s41)), Algo::Ring) << b;
-  for (size_t b = size_t{32} << 10; b <= (size_t{256} << 20); b *= 2)
+  for (size_t b = size_t{32} << 10; b <= chorus::kLeadersMaxBytes; b *= 2)
+    EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Doubling) << b;
+  for (size_t b = chorus::kLeadersMaxBytes * 2; b <= (size_t{256} << 20); b *= 2)
     EXPECT_EQ(best(s22, b, chorus::defaultAlgos(s22)), Algo::Halving) << b;
+  EXPECT_LT(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Doubling, 8), 20.0);
+  EXPECT_LT(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Doubling, 8),
+            chorus::predictUs(ModelParams{}, s41, Coll::AllReduce, Algo::Doubling, 8));
   ModelParams one;
   one.tcpCrowdHalvingLarge = 1;
   EXPECT_NEAR(chorus::predictUs(ModelParams{}, s22, Coll::AllReduce, Algo::Halving, 64 << 20) /
@@ -395,6 +404,7 @@ TEST(TuningFile, Parses) {
       chorus::parseTuningText("# measured\n"
                               "shm 0.5 9.0\n"
                               "tcp 30 -   # keep the bandwidth\n"
+                              "tcp_leaders 9 -\n"
                               "set simple_step_us 2.5\n"
                               "all_reduce tree simple 3 4\n"
                               "all_reduce direct LL off\n"
@@ -408,6 +418,8 @@ TEST(TuningFile, Parses) {
   EXPECT_DOUBLE_EQ(p.shm.bwGBps, 9.0);
   EXPECT_DOUBLE_EQ(p.tcp.latUs, 30);
   EXPECT_DOUBLE_EQ(p.tcp.bwGBps, ModelParams{}.tcp.bwGBps);
+  EXPECT_DOUBLE_EQ(p.tcpLeaders.latUs, 9);
+  EXPECT_DOUBLE_EQ(p.tcpLeaders.bwGBps, ModelParams{}.tcpLeaders.bwGBps);
   EXPECT_DOUBLE_EQ(p.simpleStepUs, 2.5);
   ASSERT_EQ(p.overrides.size(), 2u);
   // "off" rules direct out; the override sets tree's hop cost.
