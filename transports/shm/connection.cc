@@ -76,6 +76,13 @@ void ShmSendConn::post(size_t bytes) {
 }
 
 chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx& w) {
+  // A long LL buffer holds llMax bytes: a larger message would run into the next one.
+  // Callers keep to CHORUS_LL_THRESHOLD (or cut pieces); this catches one that does not.
+  if (bytes > v_.geo.llMax)
+    return fail(chorusInternalError, __FILE__, __LINE__,
+                "%s: a %zu-byte low-latency message on shared memory, whose LL buffers hold "
+                "%zu (CHORUS_LL_THRESHOLD)",
+                w.what ? w.what : "a transfer", bytes, v_.geo.llMax);
   const uint64_t seq = ++llSeq_;
   const bool isLong = bytes > kLlLineMax;
   // The buffer we are about to write was last used by seq - depth (or earlier): the

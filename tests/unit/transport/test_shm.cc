@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/core/checks.h"
 #include "src/core/wait.h"
 #include "transports/shm/connection.h"
 #include "transports/shm/layout.h"
@@ -160,6 +161,22 @@ TEST(ShmTransport, LowLatencySenderWaitsForTheReaderBeforeReusingABuffer) {
     ASSERT_EQ(p.recv[1]->recvLL(&got, 1, waitFor(1'000'000'000)), chorusSuccess);
     ASSERT_EQ(got, 7) << "message " << i + 1;
   }
+}
+
+// A message larger than an LL buffer is refused with a message, and nothing is written: the
+// next message in order still arrives intact.
+TEST(ShmTransport, LowLatencyMessageLargerThanItsBufferIsRefused) {
+  Pair p(4096, 2, 1024);
+  const size_t llMax = p.send[0]->llMaxBytes();
+  std::vector<char> big(llMax + 1, 5), ok(600, 9);
+  EXPECT_EQ(p.send[0]->sendLL(big.data(), big.size(), waitFor(1'000'000'000)), chorusInternalError);
+  EXPECT_NE(std::string(threadLastError()).find("low-latency message on shared memory"),
+            std::string::npos)
+      << threadLastError();
+  ASSERT_EQ(p.send[0]->sendLL(ok.data(), ok.size(), waitFor(1'000'000'000)), chorusSuccess);
+  std::vector<char> got(600, 0);
+  ASSERT_EQ(p.recv[1]->recvLL(got.data(), got.size(), waitFor(1'000'000'000)), chorusSuccess);
+  EXPECT_EQ(got, ok);
 }
 
 TEST(ShmTransport, LowLatencySenderWaitsBeforeReusingALongBuffer) {
