@@ -4,10 +4,11 @@
 
 namespace chorus {
 
-void LinkFailure::record(int res, const std::string& msg) {
-  if (res == 0 || claimed.exchange(true, std::memory_order_acq_rel)) return;
+bool LinkFailure::record(int res, const std::string& msg) {
+  if (res == 0 || claimed.exchange(true, std::memory_order_acq_rel)) return false;
   what = msg;
   code.store(res, std::memory_order_release);
+  return true;
 }
 
 chorusResult_t LinkFailure::raise(const char* during) const {

@@ -7,9 +7,7 @@ namespace chorus {
 namespace proxied {
 
 void ChannelHealth::markFailed(int res, const std::string& msg, bool wholeComm) {
-  if (claimed.exchange(true, std::memory_order_acq_rel)) return;
-  error = msg;
-  failed.store(res, std::memory_order_release);
+  if (!own.record(res, msg)) return;
   CHORUS_INFO(kLogNet, "%s", msg.c_str());
   if (wholeComm && commLinks) commLinks->record(res, msg);
   // Every waiter must see it promptly: bump the bell even if nobody sleeps on it yet.
@@ -18,9 +16,9 @@ void ChannelHealth::markFailed(int res, const std::string& msg, bool wholeComm) 
 }
 
 chorusResult_t ChannelHealth::raise(const char* what) const {
-  const int res = failed.load(std::memory_order_acquire);
+  const int res = own.code.load(std::memory_order_acquire);
   return fail(res ? static_cast<chorusResult_t>(res) : chorusInternalError, __FILE__, __LINE__,
-              "%s during %s", error.c_str(), what ? what : "a transfer");
+              "%s during %s", own.what.c_str(), what ? what : "a transfer");
 }
 
 }  // namespace proxied

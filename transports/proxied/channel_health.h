@@ -2,12 +2,11 @@
 //
 // The first thread to see a failure (the progress thread, or set-up for a peer that never
 // connected) records it once; every application waiter then returns it, naming the peer and
-// what it was doing. `error` is written before the release store of `failed` and never
-// again; `claimed` makes the first writer the only one. A failure that loses data also
-// goes to the communicator's LinkFailure, so waits on its other peers end too.
+// what it was doing (kept in a LinkFailure: written once, first writer only). A failure
+// that loses data also goes to the communicator's LinkFailure, so waits on its other
+// peers end too.
 #pragma once
 
-#include <atomic>
 #include <string>
 
 #include "chorus.h"
@@ -27,11 +26,9 @@ struct ChannelHealth {
   /// activation: a failure that loses data is recorded there too (see link_failure.h).
   LinkFailure* commLinks = nullptr;
 
-  std::atomic<int> failed{0};  // a chorusResult_t, 0 while healthy
-  std::atomic<bool> claimed{false};
-  std::string error;
+  LinkFailure own;  // this channel's first failure
 
-  bool healthy() const { return failed.load(std::memory_order_acquire) == 0; }
+  bool healthy() const { return !own.failed(); }
   /// Records the first failure and wakes every waiter (any thread). `wholeComm`: also
   /// fails the communicator's other waits; false only for a peer that left cleanly
   /// between messages, which breaks nothing unless someone waits for it.
