@@ -57,6 +57,54 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
   return chorusSuccess;
 }
 
+// Recursive doubling among `size` ranks, at(i) the rank at position i (an order every member
+// agrees on, lower positions holding lower ranks), this rank at position `me`; `acc` holds
+// this rank's partial result (pre-multiplied) and ends with the result, post applied.
+// Positions from pow2 on (size not a power of two) first hand theirs to me - pow2 and get
+// the result back at the end. In every round the two partners hold partial results of two
+// disjoint groups and both compute (lower group's) OP (higher group's): the same operands
+// in the same order, so every member ends with the same bits. Partners send at once,
+// unless the message is larger than the LL threshold and than what the link buffers
+// (llBufferedBytes): then they take turns, the lower first, so neither waits for room the
+// other frees only later.
+template <class At>
+static chorusResult_t doublingAmong(chorusComm* comm, const CollArgs& a, Prims& p, int size, int me,
+                                    At at, void* acc) {
+  const size_t bytes = a.count * p.elemSize();
+  const kernels::ReduceSpec& spec = a.spec;
+  int pow2 = 1;
+  while (pow2 * 2 <= size) pow2 *= 2;
+  const int extra = size - pow2;
+  if (me >= pow2) {
+    CHORUS_CHECK(p.sendLL(at(me - pow2), acc, bytes));
+    return p.recvLL(at(me - pow2), acc, bytes);  // the result, post already applied
+  }
+  const void* src;
+  if (me < extra) {
+    CHORUS_CHECK(p.waitLL(at(me + pow2), &src, bytes));
+    kernels::reduce(spec, acc, acc, src, a.count, 0u);
+    p.releaseLL(at(me + pow2));
+  }
+  for (int mask = 1; mask < pow2; mask <<= 1) {
+    const int peer = at(me ^ mask);
+    const bool lower = me < (me ^ mask);
+    const bool turns = bytes > comm->sendConn[static_cast<size_t>(peer)]->llBufferedBytes() &&
+                       bytes > comm->tuning.llBytes;
+    const unsigned post = mask * 2 == pow2 ? kApplyPost : 0u;
+    if (!turns || lower) CHORUS_CHECK(p.sendLL(peer, acc, bytes));
+    CHORUS_CHECK(p.waitLL(peer, &src, bytes));
+    if (lower) {
+      kernels::reduce(spec, acc, acc, src, a.count, post);
+    } else {
+      if (turns) CHORUS_CHECK(p.sendLL(peer, acc, bytes));  // ours, before combining
+      kernels::reduce(spec, acc, src, acc, a.count, post);
+    }
+    p.releaseLL(peer);
+  }
+  if (me < extra) CHORUS_CHECK(p.sendLL(at(me + pow2), acc, bytes));
+  return chorusSuccess;
+}
+
 // Across hosts that hold several ranks each: every rank hands its input to its host's
 // lowest rank (the leader) over shared memory, the leaders run recursive doubling among
 // themselves, and each leader hands the result back. One tcp message each way per leader
@@ -66,10 +114,9 @@ chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
 // Leaders reduce their host's inputs in rank order and the leaders' rounds combine
 // (lower group) OP (higher group) on both sides, so every rank ends with the same bits.
 // Up to kLeadersMaxBytes: the shm hops go in pieces of at most CHORUS_LL_THRESHOLD (what
-// an LL buffer holds). Two leaders send to each other at once only where the FIFO takes
-// the whole message (llBufferedBytes; tcp's default 4 MiB does); otherwise they take
-// turns (the lower sends first), so neither waits for room the other frees only later.
-// (Taking turns always, 2 x 2 at 32 / 256 KiB: 40 / 190-205 us against 25 / 137-166.)
+// an LL buffer holds); the leaders' rounds take turns only where the tcp FIFO cannot hold
+// a whole message (doublingAmong; tcp's default 4 MiB does. Taking turns always, 2 x 2 at
+// 32 / 256 KiB: 40 / 190-205 us against 25 / 137-166).
 static chorusResult_t allReduceLeaders(chorusComm* comm, const CollArgs& a, Prims& p) {
   const int rank = comm->rank;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
@@ -104,40 +151,11 @@ static chorusResult_t allReduceLeaders(chorusComm* comm, const CollArgs& a, Prim
       kernels::reduce(spec, acc + off, acc + off, src, len / elem, 0u);
       p.releaseLL(mates[i]);
     }
-  const int L = static_cast<int>(leaders.size());
   int me = 0;
   while (leaders[static_cast<size_t>(me)] != rank) ++me;
-  int pow2 = 1;
-  while (pow2 * 2 <= L) pow2 *= 2;
-  const int extra = L - pow2;
-  auto at = [&](int i) { return leaders[static_cast<size_t>(i)]; };
-  if (me >= pow2) {
-    CHORUS_CHECK(p.sendLL(at(me - pow2), acc, bytes));
-    CHORUS_CHECK(p.recvLL(at(me - pow2), acc, bytes));
-  } else {
-    if (me < extra) {
-      CHORUS_CHECK(p.waitLL(at(me + pow2), &src, bytes));
-      kernels::reduce(spec, acc, acc, src, a.count, 0u);
-      p.releaseLL(at(me + pow2));
-    }
-    for (int mask = 1; mask < pow2; mask <<= 1) {
-      const int peer = at(me ^ mask);
-      const bool turns = bytes > comm->sendConn[static_cast<size_t>(peer)]->llBufferedBytes() &&
-                         bytes > comm->tuning.llBytes;
-      const unsigned post = mask * 2 == pow2 ? kApplyPost : 0u;
-      if (!turns || rank < peer) CHORUS_CHECK(p.sendLL(peer, acc, bytes));
-      CHORUS_CHECK(p.waitLL(peer, &src, bytes));
-      if (rank < peer) {
-        kernels::reduce(spec, acc, acc, src, a.count, post);
-        p.releaseLL(peer);
-      } else {
-        if (turns) CHORUS_CHECK(p.sendLL(peer, acc, bytes));  // ours, before combining
-        kernels::reduce(spec, acc, src, acc, a.count, post);
-        p.releaseLL(peer);
-      }
-    }
-    if (me < extra) CHORUS_CHECK(p.sendLL(at(me + pow2), acc, bytes));
-  }
+  CHORUS_CHECK(doublingAmong(
+      comm, a, p, static_cast<int>(leaders.size()), me,
+      [&](int i) { return leaders[static_cast<size_t>(i)]; }, acc));
   for (size_t i = 1; i < mates.size(); ++i)
     for (size_t off = 0; off < bytes; off += piece)
       CHORUS_CHECK(p.sendLL(mates[i], acc + off, std::min(piece, bytes - off)));
@@ -158,45 +176,14 @@ size_t doublingMaxBytes(const chorusComm* comm) {
 
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p) {
   if (leadersRun(comm)) return allReduceLeaders(comm, a, p);
-  // Ranks from pow2 on (n not a power of two) first hand their input to rank - pow2 and get
-  // the result back at the end. In every round the two partners hold partial results of
-  // two disjoint rank groups and both compute (lower group's) OP (higher group's): the same
-  // operands in the same order, so every rank ends with the same bits.
-  const int n = comm->nranks, rank = comm->rank;
-  const size_t bytes = a.count * p.elemSize();
-  const kernels::ReduceSpec& spec = a.spec;
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
-  const int extra = n - pow2;
   // The partial result lives in recvbuf: our pre-multiplied input to begin with.
   void* acc = a.recvbuf;
-  if (spec.preMul)
-    kernels::reduce(spec, acc, nullptr, a.sendbuf, a.count, kApplyPre);
+  if (a.spec.preMul)
+    kernels::reduce(a.spec, acc, nullptr, a.sendbuf, a.count, kApplyPre);
   else if (a.sendbuf != acc)
-    std::memcpy(acc, a.sendbuf, bytes);
-  if (rank >= pow2) {
-    CHORUS_CHECK(p.sendLL(rank - pow2, acc, bytes));
-    return p.recvLL(rank - pow2, a.recvbuf, bytes);  // the result, post already applied
-  }
-  const void* src;
-  if (rank < extra) {
-    CHORUS_CHECK(p.waitLL(rank + pow2, &src, bytes));
-    kernels::reduce(spec, acc, acc, src, a.count, 0u);
-    p.releaseLL(rank + pow2);
-  }
-  for (int mask = 1; mask < pow2; mask <<= 1) {
-    const int peer = rank ^ mask;
-    const unsigned post = mask * 2 == pow2 ? kApplyPost : 0u;
-    CHORUS_CHECK(p.sendLL(peer, acc, bytes));
-    CHORUS_CHECK(p.waitLL(peer, &src, bytes));
-    if (rank < peer)
-      kernels::reduce(spec, acc, acc, src, a.count, post);
-    else
-      kernels::reduce(spec, acc, src, acc, a.count, post);
-    p.releaseLL(peer);
-  }
-  if (rank < extra) CHORUS_CHECK(p.sendLL(rank + pow2, acc, bytes));
-  return chorusSuccess;
+    std::memcpy(acc, a.sendbuf, a.count * p.elemSize());
+  return doublingAmong(
+      comm, a, p, comm->nranks, comm->rank, [](int i) { return i; }, acc);
 }
 
 static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
