@@ -80,6 +80,15 @@ struct PlanCache {
   TuningTables tables;
   /// Size buckets (log2) of each collective already reported at INFO.
   std::atomic<uint64_t> logged[kNumColls] = {};
+  /// The last plan chosen and what it was chosen for: a repeated call (the common case in a
+  /// training loop or a benchmark) takes it without the table lookup and piece arithmetic.
+  /// The choice depends only on the collective and the size (the tables and knobs are fixed
+  /// at init). Read and written only under chorusComm::execMutex, as every caller of
+  /// commChoosePlan runs a collective.
+  bool lastValid = false;
+  Coll lastColl = Coll::AllReduce;
+  size_t lastBytes = 0;
+  Plan last{};
 };
 
 /// The last blocking call that passed validation (src/api/collectives.cc): an identical call

@@ -52,6 +52,12 @@ void commTuningInit(chorusComm* comm) {
 }
 
 Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes) {
+  PlanCache& memo = comm->plans;
+  // The same call again: the same plan (the INFO line went out the first time; TRACE,
+  // which reports every call, takes the long way).
+  if (memo.lastValid && memo.lastColl == coll && memo.lastBytes == bytes &&
+      !logEnabled(LogLevel::Trace, kLogTuning))
+    return memo.last;
   const CommTuning& t = comm->tuning;
   const PlanKnobs k{comm->nranks, t.slotBytes, t.ntBytes, t.tcpPieceMin, comm->peerMem.allShm};
   const TuningTables* tab = comm->nranks > 1 ? &tables(comm) : nullptr;
@@ -72,6 +78,10 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes) {
   CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s/%s, pieces of %zu B%s", collName(coll), bytes,
                comm->nranks, algoName(p.algo), protoName(p.proto), p.pieceBytes,
                p.streaming ? ", streaming stores" : "");
+  memo.lastValid = true;
+  memo.lastColl = coll;
+  memo.lastBytes = bytes;
+  memo.last = p;
   return p;
 }
 

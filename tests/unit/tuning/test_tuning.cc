@@ -541,3 +541,49 @@ TEST(ChoosePlan, TwoRanksAllGatherOnSharedMemorySendEachBlockWhole) {
 }
 
 }  // namespace
+
+TEST(ChoosePlan, ARepeatedCallTakesTheSamePlanAsAFreshChoice) {
+  // commChoosePlan keeps its last plan for the same collective and size: every call of a
+  // sequence must get what a communicator that never chose before gets, including calls
+  // right after another collective or size (a key without the collective or the size would
+  // hand the previous call's plan on; the sequence has such neighbours, checked below).
+  auto makeComm = [](chorusComm* comm) {
+    comm->rank = 0;
+    comm->nranks = 2;
+    comm->ncpus = 2;
+    comm->peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
+    comm->tuning.slotBytes = 512 << 10;
+    comm->tuning.fifoDepth = 8;
+    comm->tuning.llBytes = 16 << 10;
+    comm->tuning.treeBytes = 0;
+    comm->tuning.ntBytes = 8 << 20;
+  };
+  auto same = [](const chorus::Plan& a, const chorus::Plan& b) {
+    return a.algo == b.algo && a.proto == b.proto && a.pieceBytes == b.pieceBytes &&
+           a.streaming == b.streaming;
+  };
+  const size_t K = 1024;
+  const std::pair<Coll, size_t> calls[] = {
+      {Coll::AllGather, 512 * K}, {Coll::AllGather, 512 * K},  {Coll::AllReduce, 8},
+      {Coll::AllReduce, 8},       {Coll::AllReduce, 16 << 20}, {Coll::AllGather, 512 * K},
+      {Coll::AllGather, 2 * K},   {Coll::AllReduce, 16 << 20}};
+  chorusComm reused;
+  makeComm(&reused);
+  bool neighboursDiffer = false;
+  for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); ++i) {
+    chorusComm fresh;
+    makeComm(&fresh);
+    const chorus::Plan want = chorus::commChoosePlan(&fresh, calls[i].first, calls[i].second);
+    const chorus::Plan got = chorus::commChoosePlan(&reused, calls[i].first, calls[i].second);
+    EXPECT_TRUE(same(got, want)) << "call " << i << ": " << chorus::algoName(got.algo) << "/"
+                                 << got.pieceBytes << " B, want " << chorus::algoName(want.algo)
+                                 << "/" << want.pieceBytes << " B";
+    if (i > 0) {
+      chorusComm prev;
+      makeComm(&prev);
+      neighboursDiffer |=
+          !same(want, chorus::commChoosePlan(&prev, calls[i - 1].first, calls[i - 1].second));
+    }
+  }
+  EXPECT_TRUE(neighboursDiffer) << "the sequence never changes plan: it tests nothing";
+}
