@@ -91,6 +91,42 @@ def check_windows(tool):
     assert pr.window_cut([110, 130, 120]) is None
     assert pr.window_cut([4500, 14000]) is None
     print("perf-rounds windows: per-window medians from the probes, none from scheduler noise")
+    check_pairs(pr)
+
+
+def check_pairs(pr):
+    """A pair whose probes say the window changed within it runs again, up to the limit, and
+    the last attempt is what is kept; a pair within one window (or under a busy machine's
+    noise, every probe over a microsecond) runs once."""
+    def fake(probes):
+        seq = iter(probes)
+        calls = []
+
+        def run_lib(lib):
+            calls.append(lib)
+            return {8: {"time_us": str(len(calls)), "busbw": "1"}}, 0.1
+        return run_lib, (lambda: next(seq)), calls
+
+    # Flipped in the first attempt (110 -> 520), one window in the second.
+    run_lib, probe, calls = fake([110, 520, 515, 112, 108, 111])
+    got, redone = pr.run_pair(("chorus", "mpi"), run_lib, probe, 3)
+    assert redone == 1 and calls == ["chorus", "mpi", "chorus", "mpi"], (redone, calls)
+    assert got["chorus"][0][8]["time_us"] == "3" and got["mpi"][0][8]["time_us"] == "4", got
+    assert got["chorus"][2] == 112 and got["mpi"][2] == 108, got
+    # The window changed after the last run (the closing probe): also re-run.
+    run_lib, probe, calls = fake([110, 112, 530, 520, 515, 525])
+    got, redone = pr.run_pair(("mpi", "chorus"), run_lib, probe, 3)
+    assert redone == 1 and calls == ["mpi", "chorus"] * 2, (redone, calls)
+    # Out of re-runs: the last attempt is kept even though it flipped.
+    run_lib, probe, calls = fake([110, 520, 110, 520, 110, 520])
+    got, redone = pr.run_pair(("chorus", "mpi"), run_lib, probe, 1)
+    assert redone == 1 and len(calls) == 4, (redone, calls)
+    # --match-windows 0, and probes that timed the scheduler: one attempt each.
+    run_lib, probe, calls = fake([110, 520, 515])
+    assert pr.run_pair(("chorus", "mpi"), run_lib, probe, 0)[1] == 0 and len(calls) == 2
+    run_lib, probe, calls = fake([1800, 4200, 1700])
+    assert pr.run_pair(("chorus", "mpi"), run_lib, probe, 3)[1] == 0 and len(calls) == 2
+    print("perf-rounds pairs: re-run while the window changed within them, last attempt kept")
 
 
 def header_iters(path):
