@@ -449,20 +449,26 @@ TEST(TuningFormat, PrintsEveryCollectiveAndTheChoice) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
 }
 
-// commChoosePlan on a communicator that was never connected (no processes): the shape
-// comes from the peer table, the restriction from comm->tuning; the tables are the comm's.
+// A communicator that was never connected (no processes), n ranks on one host of 2 CPUs,
+// with the default slot, FIFO, LL and streaming-store sizes: what commChoosePlan reads.
+void fakeComm(chorusComm* comm, int n) {
+  comm->rank = 0;
+  comm->nranks = n;
+  comm->ncpus = 2;
+  comm->peers.assign(static_cast<size_t>(n), chorus::PeerInfo{7, 0, 0, -1, 0});
+  comm->tuning.slotBytes = 512 << 10;
+  comm->tuning.fifoDepth = 8;
+  comm->tuning.llBytes = 16 << 10;
+  comm->tuning.treeBytes = 0;
+  comm->tuning.ntBytes = 8 << 20;
+}
+
+// commChoosePlan on a fakeComm: the shape comes from the peer table, the restriction from
+// comm->tuning; the tables are the comm's.
 TEST(ChoosePlan, FakeComm) {
   auto plan = [](int n, const char* algo, const char* proto, size_t bytes) {
     chorusComm comm;
-    comm.rank = 0;
-    comm.nranks = n;
-    comm.ncpus = 2;
-    comm.peers.assign(static_cast<size_t>(n), chorus::PeerInfo{7, 0, 0, -1, 0});
-    comm.tuning.slotBytes = 512 << 10;
-    comm.tuning.fifoDepth = 8;
-    comm.tuning.llBytes = 16 << 10;
-    comm.tuning.treeBytes = 0;
-    comm.tuning.ntBytes = 8 << 20;
+    fakeComm(&comm, n);
     comm.tuning.algo = algo;
     comm.tuning.proto = proto;
     return chorus::commChoosePlan(&comm, Coll::AllReduce, bytes);
@@ -490,16 +496,8 @@ TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.
   auto piece = [](size_t pieceMin, uint64_t host1, size_t bytes) {
     chorusComm comm;
-    comm.rank = 0;
-    comm.nranks = 2;
-    comm.ncpus = 2;
-    comm.peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
+    fakeComm(&comm, 2);
     comm.peers[1].hostHash = host1;  // another host: the hop is tcp
-    comm.tuning.slotBytes = 512 << 10;
-    comm.tuning.fifoDepth = 8;
-    comm.tuning.llBytes = 16 << 10;
-    comm.tuning.treeBytes = 0;
-    comm.tuning.ntBytes = 8 << 20;
     comm.tuning.tcpPieceMin = pieceMin;
     comm.tuning.algo = "ring";
     return chorus::commChoosePlan(&comm, Coll::AllReduce, bytes).pieceBytes;
@@ -520,16 +518,8 @@ TEST(ChoosePlan, TwoRanksAllGatherOnSharedMemorySendEachBlockWhole) {
   // the test's comm without peerMem.allShm) the general rule, a quarter of a share.
   auto piece = [](bool allShm, size_t bytes) {
     chorusComm comm;
-    comm.rank = 0;
-    comm.nranks = 2;
-    comm.ncpus = 2;
-    comm.peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
+    fakeComm(&comm, 2);
     comm.peerMem.allShm = allShm;
-    comm.tuning.slotBytes = 512 << 10;
-    comm.tuning.fifoDepth = 8;
-    comm.tuning.llBytes = 16 << 10;
-    comm.tuning.treeBytes = 0;
-    comm.tuning.ntBytes = 8 << 20;
     comm.tuning.algo = "ring";
     return chorus::commChoosePlan(&comm, Coll::AllGather, bytes).pieceBytes;
   };
@@ -540,24 +530,11 @@ TEST(ChoosePlan, TwoRanksAllGatherOnSharedMemorySendEachBlockWhole) {
   EXPECT_EQ(piece(false, 512 * K), 64 * K);         // the general rule: a quarter of a share
 }
 
-}  // namespace
-
 TEST(ChoosePlan, ARepeatedCallTakesTheSamePlanAsAFreshChoice) {
   // commChoosePlan keeps its last plan for the same collective and size: every call of a
   // sequence must get what a communicator that never chose before gets, including calls
   // right after another collective or size (a key without the collective or the size would
   // hand the previous call's plan on; the sequence has such neighbours, checked below).
-  auto makeComm = [](chorusComm* comm) {
-    comm->rank = 0;
-    comm->nranks = 2;
-    comm->ncpus = 2;
-    comm->peers.assign(2, chorus::PeerInfo{7, 0, 0, -1, 0});
-    comm->tuning.slotBytes = 512 << 10;
-    comm->tuning.fifoDepth = 8;
-    comm->tuning.llBytes = 16 << 10;
-    comm->tuning.treeBytes = 0;
-    comm->tuning.ntBytes = 8 << 20;
-  };
   auto same = [](const chorus::Plan& a, const chorus::Plan& b) {
     return a.algo == b.algo && a.proto == b.proto && a.pieceBytes == b.pieceBytes &&
            a.streaming == b.streaming;
@@ -568,11 +545,11 @@ TEST(ChoosePlan, ARepeatedCallTakesTheSamePlanAsAFreshChoice) {
       {Coll::AllReduce, 8},       {Coll::AllReduce, 16 << 20}, {Coll::AllGather, 512 * K},
       {Coll::AllGather, 2 * K},   {Coll::AllReduce, 16 << 20}};
   chorusComm reused;
-  makeComm(&reused);
+  fakeComm(&reused, 2);
   bool neighboursDiffer = false;
   for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); ++i) {
     chorusComm fresh;
-    makeComm(&fresh);
+    fakeComm(&fresh, 2);
     const chorus::Plan want = chorus::commChoosePlan(&fresh, calls[i].first, calls[i].second);
     const chorus::Plan got = chorus::commChoosePlan(&reused, calls[i].first, calls[i].second);
     EXPECT_TRUE(same(got, want)) << "call " << i << ": " << chorus::algoName(got.algo) << "/"
@@ -580,10 +557,12 @@ TEST(ChoosePlan, ARepeatedCallTakesTheSamePlanAsAFreshChoice) {
                                  << "/" << want.pieceBytes << " B";
     if (i > 0) {
       chorusComm prev;
-      makeComm(&prev);
+      fakeComm(&prev, 2);
       neighboursDiffer |=
           !same(want, chorus::commChoosePlan(&prev, calls[i - 1].first, calls[i - 1].second));
     }
   }
   EXPECT_TRUE(neighboursDiffer) << "the sequence never changes plan: it tests nothing";
 }
+
+}  // namespace
