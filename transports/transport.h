@@ -126,6 +126,8 @@ struct TcpOptions {
   int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
   int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
   int64_t pollMaxBytes = 1ll << 30;    ///< CHORUS_TCP_POLL_MAX_BYTES
+  bool pairLane = true;                ///< CHORUS_TCP_PAIR_LANE (tcp/transport.h)
+  size_t pairLaneMaxBytes = 0;         ///< > 0: the lane's largest message (tests); 0: a segment
   std::string congestion =
       "reno";  ///< CHORUS_TCP_CONGESTION, "auto" resolved at init (empty: the system's)
 };

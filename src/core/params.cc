@@ -137,6 +137,10 @@ const ParamInfo kParams[] = {
      "Two ranks over TCP: the ring all-reduce cuts each rank's half into pieces of a quarter "
      "of it, but no smaller than this (nor larger than a slot), so the socket carries one "
      "piece while the last is reduced; 0: one piece per half, as over shared memory."},
+    {"CHORUS_TCP_PAIR_LANE", "1",
+     "1: the higher rank of a pair sends its TCP messages that fit one segment on the lower "
+     "rank's socket, so small messages of both directions share a socket and their ACKs ride "
+     "on data; 0: every rank sends only on the sockets it opened."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

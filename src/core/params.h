@@ -62,6 +62,7 @@ enum class Param : int {
   SlotStores,          // CHORUS_SLOT_STORES
   SpinBusyNs,          // CHORUS_SPIN_BUSY_NS
   TcpPieceMin,         // CHORUS_TCP_PIECE_MIN
+  TcpPairLane,         // CHORUS_TCP_PAIR_LANE
   Count
 };
 

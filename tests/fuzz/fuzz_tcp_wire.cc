@@ -28,11 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Headers, each prefixed by one byte choosing the socket it arrives on.
   const size_t slotBytes = 1 + (data[sizeof(h) + 1] % 16) * 512;
   std::vector<char> slot(slotBytes);
-  uint64_t minSeq[kMaxSocks] = {};
+  uint64_t minSeq[kMaxSocks + 1] = {};
   uint64_t head = 0;
   size_t p = sizeof(h) + 2;
   while (size - p >= 1 + sizeof(StripeHeader)) {
-    const int sock = data[p] % kMaxSocks;
+    const int sock = data[p] % (kMaxSocks + 1);  // kPairLane too
     StripeHeader s;
     std::memcpy(&s, data + p + 1, sizeof(s));
     p += 1 + sizeof(s);

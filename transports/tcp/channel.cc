@@ -41,23 +41,26 @@ void SendChannel::progress() {
   if (!active || !healthy()) return;
   const uint64_t h = head.load(std::memory_order_acquire);
   const int nsocks = static_cast<int>(socks.size());
+  const int own = ownSocks();
   // Count the stripes of newly posted messages before any socket may finish one.
-  for (; seen < h; ++seen)
+  for (; seen < h; ++seen) {
+    const size_t bytes = ring.sizes[ring.index(seen)];
     stripesLeft[ring.index(seen)] =
-        static_cast<uint8_t>(stripeCount(ring.sizes[ring.index(seen)], nsocks, minStripe));
+        static_cast<uint8_t>(onLane(bytes) ? 1 : stripeCount(bytes, own, minStripe));
+  }
 
   for (int s = 0; s < nsocks; ++s) {
     Sock& k = socks[static_cast<size_t>(s)];
     for (;;) {
       if (!k.busy) {
-        // Skip messages too small to have a stripe on this socket.
-        while (k.next < h && stripeCount(ring.sizes[ring.index(k.next)], nsocks, minStripe) <= s)
-          ++k.next;
+        // Skip messages with no stripe on this socket (too small, or on the pair lane).
+        while (k.next < h && !carries(ring.sizes[ring.index(k.next)], s)) ++k.next;
         if (k.next >= h) break;
         const size_t i = ring.index(k.next);
         const size_t total = ring.sizes[i];
-        const int n = stripeCount(total, nsocks, minStripe);
-        const size_t off = stripeOffset(total, s, n), end = stripeOffset(total, s + 1, n);
+        const int n = s == lane ? 1 : stripeCount(total, own, minStripe);
+        const int j = s == lane ? 0 : s;  // which stripe this socket carries
+        const size_t off = stripeOffset(total, j, n), end = stripeOffset(total, j + 1, n);
         k.hdr = StripeHeader{k.next,
                              static_cast<uint32_t>(total),
                              static_cast<uint32_t>(off),
@@ -223,6 +226,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
     }
     ++st.got;
     st.mask |= 1u << s;
+    if (st.got == st.nstripes) lastOnLane = s == kPairLane;
     k.haveHdr = false;
     k.hdrDone = 0;
     k.minSeq = seq + 1;
@@ -245,14 +249,18 @@ void RecvChannel::publishComplete() {
 
 // Some sockets ended cleanly: fail once the next message can no longer complete, i.e.
 // one of its stripes was due on a closed socket. Every message has a stripe on socket 0,
-// so a message not seen at all can't come once socket 0 is closed.
+// or is one stripe on the pair lane, so a message not seen at all can't come once both
+// are closed.
 void RecvChannel::checkClosed() {
   const SlotState& st = slotState[ring.index(headLocal)];
   const bool known = st.seq == headLocal;
+  // A message not seen at all starts on socket 0, or, if small, on the pair lane.
+  const Sock& lane = socks[kPairLane];
+  const bool laneEnded = !lane.fd.valid() || lane.eof;
   for (int s = 0; s < kMaxSocks; ++s) {
     const Sock& k = socks[static_cast<size_t>(s)];
     if (!k.fd.valid() || !k.eof) continue;
-    if ((!known && s == 0) || (known && s < st.nstripes && !(st.mask & (1u << s)))) {
+    if ((!known && s == 0 && laneEnded) || (known && s < st.nstripes && !(st.mask & (1u << s)))) {
       // Closed between messages: a peer that finished and left (nothing lost). Only a
       // wait on this peer fails; a stripe cut short fails the communicator (readSock).
       socketFailed(this, 0, "receiving", false);
@@ -261,10 +269,10 @@ void RecvChannel::checkClosed() {
   }
 }
 
-void RecvChannel::progress() {
+void RecvChannel::progress(bool laneOnly) {
   if (!active || !healthy()) return;
   bool anyEof = false;
-  for (int s = 0; s < kMaxSocks; ++s) {
+  for (int s = laneOnly ? kPairLane : 0; s <= kPairLane; ++s) {
     Sock& k = socks[static_cast<size_t>(s)];
     if (!k.fd.valid()) continue;
     bool ok = k.eof || readSock(s, k);

@@ -1,5 +1,6 @@
 // tcp/channel.h — one direction of one peer pair: the slot ring the application sees and
-// the sockets the progress thread drives.
+// the sockets the progress thread drives (each direction on its own descriptors of the
+// pair's sockets, which carry both: transport.h).
 //
 // The application thread and the progress thread share a channel the way two ranks share
 // an shm FIFO: the producer advances one counter, the consumer another, each on its own
@@ -71,11 +72,24 @@ struct SendChannel : Channel {
     StripeHeader hdr{};
     size_t hdrDone = 0, dataDone = 0;
   };
+  /// This rank's own sockets to the peer, then (higher rank of a pair only) the pair lane:
+  /// its descriptor of the lower rank's socket 0, for messages that fit one segment.
   std::vector<Sock> socks;
   std::vector<uint8_t> stripesLeft;  // per slot
   uint64_t seen = 0;                 // messages whose stripesLeft is set
   uint64_t tailLocal = 0;
   size_t minStripe = 0;
+  int lane = -1;            // index of the pair lane in socks; -1: none
+  size_t laneMaxBytes = 0;  // messages up to this size take the lane
+
+  /// Sockets that stripe a message (the lane is not one of them).
+  int ownSocks() const { return lane >= 0 ? lane : static_cast<int>(socks.size()); }
+  bool onLane(size_t bytes) const { return lane >= 0 && bytes <= laneMaxBytes; }
+  /// Whether socket s carries a stripe of a message of `bytes`.
+  bool carries(size_t bytes, int s) const {
+    if (onLane(bytes)) return s == lane;
+    return s != lane && s < stripeCount(bytes, ownSocks(), minStripe);
+  }
 
   /// Writes whatever the sockets accept; frees fully written slots. Hold `driving`.
   void progress();
@@ -101,7 +115,7 @@ struct SendChannel : Channel {
 struct RecvChannel : Channel {
   RecvChannel(Proxy* p, Doorbell* b, int peerRank) : Channel(p, b, peerRank) {
     tag.kind = EpollTag::kRecv;
-    socks.resize(kMaxSocks);
+    socks.resize(kMaxSocks + 1);  // by hello index, then the pair lane (kPairLane)
   }
   alignas(64) std::atomic<uint64_t> head{0};      // messages complete (driver)
   alignas(64) std::atomic<uint64_t> released{0};  // messages given back (application)
@@ -134,8 +148,9 @@ struct RecvChannel : Channel {
     uint64_t minSeq = 0;       // stripes arrive in message order on one socket
     bool eof = false;          // the peer closed it cleanly, between two stripes
     bool waitingSlot = false;  // stopped for want of a free slot (not re-armed in epoll)
+    bool watched = false;      // in the progress thread's epoll set under this channel's tag
   };
-  std::vector<Sock> socks;  // kMaxSocks entries, filled by hello index
+  std::vector<Sock> socks;  // kMaxSocks entries filled by hello index, then kPairLane
   struct SlotState {
     uint64_t seq = ~0ull;
     uint16_t nstripes = 0, got = 0;
@@ -144,10 +159,17 @@ struct RecvChannel : Channel {
   std::vector<SlotState> slotState;
   uint64_t headLocal = 0;
   bool discard = false;  // shutting down: nobody consumes any more, drop what arrives
+  /// The last message came on the pair lane: a waiting caller reads the lane alone, and
+  /// every socket only every kFullPollEvery-th time (a small message of the higher rank
+  /// comes on the lane; reading the other sockets too would double the empty recv calls of
+  /// a wait for one).
+  bool lastOnLane = false;
+  unsigned lanePolls = 0;
+  static constexpr unsigned kFullPollEvery = 4;
 
   /// Reads whatever has arrived into free slots; publishes completed messages. Hold
-  /// `driving`.
-  void progress();
+  /// `driving`. `laneOnly`: read the pair lane alone.
+  void progress(bool laneOnly = false);
   void progressLocked() {
     std::lock_guard<std::mutex> g(driving);
     progress();
@@ -155,6 +177,14 @@ struct RecvChannel : Channel {
   bool drive() {
     if (!driving.try_lock()) return false;
     progress();
+    driving.unlock();
+    return true;
+  }
+  /// A waiting caller's look at the sockets (drive(), but the lane alone while messages
+  /// come on it: see lastOnLane).
+  bool pollForCaller() {
+    if (!driving.try_lock()) return false;
+    progress(lastOnLane && ++lanePolls % kFullPollEvery != 0);
     driving.unlock();
     return true;
   }

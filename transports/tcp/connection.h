@@ -71,7 +71,7 @@ struct RecvSide {
       if (now - c->lastDrive >= kPollGapNs) {
         c->lastDrive = now;
         c->appPolledNs.store(now, std::memory_order_relaxed);
-        if (c->drive()) h = c->head.load(std::memory_order_acquire);
+        if (c->pollForCaller()) h = c->head.load(std::memory_order_acquire);
         if (h > c->released.load(std::memory_order_relaxed)) c->pollStart = 0;
       }
     } else if (!c->proxyOwned.load(std::memory_order_relaxed)) {

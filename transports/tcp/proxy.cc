@@ -53,12 +53,23 @@ void Proxy::runCommands() {
     auto* c = static_cast<Channel*>(pc);
     if (c->tag.kind == EpollTag::kSend) {
       auto* s = static_cast<SendChannel*>(c);
-      for (auto& k : s->socks) addFd(k.fd.get(), EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->tag);
+      for (auto& k : s->socks) addFd(k.fd.get(), kSendEvents, &c->tag);
       c->active.store(true, std::memory_order_release);
       s->progressLocked();
     } else {
+      auto* r = static_cast<RecvChannel*>(c);
+      {
+        // The sockets this rank opened itself (the receive channel's descriptors of them):
+        // watched from now on; those a peer opened came through the listener, watched.
+        std::lock_guard<std::mutex> g(r->driving);
+        for (auto& k : r->socks)
+          if (k.fd.valid() && !k.watched) {
+            addFd(k.fd.get(), EPOLLRDHUP | EPOLLONESHOT, &c->tag);  // armed by serveRecv
+            k.watched = true;
+          }
+      }
       c->active.store(true, std::memory_order_release);
-      serveRecv(static_cast<RecvChannel*>(c));  // sockets attached before activation
+      serveRecv(r);  // sockets attached before activation
     }
   }
   if (closeL && listener_.valid()) {
@@ -174,7 +185,8 @@ void Proxy::loop() {
         case EpollTag::kPending: onHello(static_cast<Pending*>(tag->obj)); break;
         case EpollTag::kSend: {
           auto* c = static_cast<SendChannel*>(tag->obj);
-          // The peer never writes on our send sockets: any of these means it is gone.
+          // This watch asks for room to write only (the receive channel's descriptor of
+          // the socket watches what the peer writes): any of these means the peer is gone.
           if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && c->active.load() && c->healthy())
             c->peerGone();
           c->progressLocked();
@@ -264,6 +276,7 @@ void Proxy::onHello(Pending* p) {
   RecvChannel::Sock& k = c->socks[static_cast<size_t>(h.index)];
   k.fd = std::move(p->fd);
   k.from = p->from;
+  k.watched = true;
   epoll_event ev{};
   ev.events = EPOLLRDHUP | EPOLLONESHOT;  // armed below (or by the next kick)
   ev.data.ptr = &c->tag;

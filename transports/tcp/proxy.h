@@ -13,6 +13,8 @@
 // thread, its mailbox, kicks and shutdown are proxied::ProgressThread's.
 #pragma once
 
+#include <sys/epoll.h>
+
 #include <memory>
 #include <vector>
 
@@ -37,6 +39,10 @@ class Proxy final : public proxied::ProgressThread {
   chorusResult_t start(Fd listener, std::vector<RecvChannel*> recvByRank);
   /// No more peers will connect: closes the listener and drops unauthenticated sockets.
   void closeListener();
+  /// Watches one more socket of an active send channel (its pair lane) for room to write
+  /// and for the peer's hang-up; false (errno set) if epoll refuses it.
+  bool watchSend(SendChannel* c, int fd) { return watch(fd, kSendEvents, &c->tag); }
+  static constexpr uint32_t kSendEvents = EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
  private:
   struct Pending {  // an accepted socket whose hello is not complete yet

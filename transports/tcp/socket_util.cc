@@ -1,6 +1,7 @@
 #include "transports/tcp/socket_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -44,6 +45,13 @@ chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t
   CHORUS_CHECK(sendAll(fd.get(), &hello, sizeof(hello), deadlineNs, -1, what));
   *out = std::move(fd);
   return chorusSuccess;
+}
+
+bool dupSocket(const Fd& from, Fd* out) {
+  const int fd = ::fcntl(from.get(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return false;
+  out->reset(fd);
+  return true;
 }
 
 chorusResult_t randomToken(uint64_t* out) { return randomBytes(out, sizeof(*out)); }

@@ -28,6 +28,11 @@ chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t
                                  const std::string& congestion, int64_t deadlineNs,
                                  const char* what, Fd* out);
 
+/// A second descriptor (close-on-exec) of the same socket in *out, so that the send and the
+/// receive channel of a pair each own one and epoll can watch each for its own events;
+/// false, with errno, when the process is out of descriptors.
+bool dupSocket(const Fd& from, Fd* out);
+
 /// 64 random bits from the kernel.
 chorusResult_t randomToken(uint64_t* out);
 

@@ -5,7 +5,9 @@
 // CHORUS_SOCKET_IFNAME, passed in as TcpOptions::ifname) and publishes its address with a
 // random token. For every peer it opens CHORUS_NSOCKS sockets to the peer's listener — its
 // send direction — and the peer's sockets to it arrive through its own listener as its
-// receive direction. Opening never waits for the peer (the kernel completes connections
+// receive direction. One exception: the higher rank of a pair sends messages that fit one
+// TCP segment on the lower rank's socket 0 (the pair lane, CHORUS_TCP_PAIR_LANE), so small
+// messages of both directions share a socket and their ACKs ride on data. Opening never waits for the peer (the kernel completes connections
 // into the listen backlog) and accepting happens on the progress thread, so the per-peer
 // connect order of init can not deadlock. Large messages are striped over the sockets (see
 // wire.h).
@@ -49,6 +51,8 @@ class TcpTransport final : public Transport {
 
   /// The listener address published in `info` (for tests and diagnostics).
   static bool infoAddress(const void* info, SockAddr* out);
+  /// Pair lanes this rank sends on (one per lower-ranked peer once set up; for tests).
+  int pairLanes() const { return pairLanes_; }
 
  private:
   Options opt_;
@@ -59,6 +63,10 @@ class TcpTransport final : public Transport {
   std::atomic<bool> aborted_{false};
   std::vector<std::unique_ptr<SendChannel>> send_;  // by peer rank
   std::vector<std::unique_ptr<RecvChannel>> recv_;
+  /// finishSetup, on the higher rank of each pair: small messages to the lower rank go on
+  /// the lower rank's socket 0 (TcpOptions::pairLane).
+  void openPairLanes();
+  int pairLanes_ = 0;
   /// Faults a ring's pages in at connect while this transport's rings come to at most
   /// kPopulateMaxBytes, as the shm transport caps its segments (8 MiB per peer by default:
   /// the rings of the first 8 peers; a larger job's later rings fault on first touch).

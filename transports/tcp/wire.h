@@ -17,6 +17,11 @@ namespace chorus {
 namespace tcp {
 
 constexpr int kMaxSocks = 16;                            // CHORUS_NSOCKS upper bound
+/// Where a receive channel keeps the pair lane: the lower rank of a pair reads, on its own
+/// socket 0 to the higher rank, the higher rank's messages that fit one segment (so that
+/// small messages of both directions share a socket and each one's ACK rides on the other
+/// direction's next message). Such a message is one stripe, stripe 0 of 1.
+constexpr int kPairLane = kMaxSocks;
 constexpr uint64_t kInfoMagic = 0x43484f5254435031ull;   // "CHORTCP1"
 constexpr uint64_t kHelloMagic = 0x43484f5248454c4full;  // "CHORHELO"
 constexpr uint8_t kStripeCheck = 0xc7;                   // catches a desynchronized stream
@@ -73,14 +78,16 @@ inline const char* checkHello(const Hello& h, uint64_t token, int self, int nran
 }
 
 /// Why a stripe header read on socket `sock` of a receive channel is refused, or nullptr:
-/// the check byte, 1..kMaxSocks stripes with `sock` among them, the stripe inside a message
+/// the check byte, 1..kMaxSocks stripes with `sock` among them (on the pair lane,
+/// kPairLane: exactly one), the stripe inside a message
 /// that fits a slot of `slotBytes`, and a sequence number not behind what this socket
 /// (`minSeq`) or the channel (`headLocal`) has already completed. An accepted header can
 /// never make the receiver write outside the slot.
 inline const char* checkStripeHeader(const StripeHeader& h, int sock, size_t slotBytes,
                                      uint64_t minSeq, uint64_t headLocal) {
   if (h.check != kStripeCheck) return "bad check byte";
-  if (h.nstripes < 1 || h.nstripes > kMaxSocks || sock < 0 || sock >= h.nstripes)
+  if (sock == kPairLane ? h.nstripes != 1
+                        : (h.nstripes < 1 || h.nstripes > kMaxSocks || sock < 0 || sock >= h.nstripes))
     return "bad stripe count";
   if (h.total > slotBytes || h.offset > h.total || h.len > h.total - h.offset)
     return "stripe outside the slot";

@@ -164,6 +164,7 @@ void recvMessages(RecvConn* c, int count) {
 struct Case {
   int nsocks;
   int family;
+  int64_t laneMax;  // the higher rank's pair lane: -1 none, 0 one segment, > 0 this size
 };
 
 class TcpDelivery : public ::testing::TestWithParam<Case> {};
@@ -172,8 +173,12 @@ TEST_P(TcpDelivery, EverySizeArrivesByteExactBothWaysAtOnce) {
   const Case c = GetParam();
   if (c.family == AF_INET6 && !haveIpv6Loopback())
     GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
-  Net net(2, opts(c.nsocks, c.family));
+  tcp::Options o = opts(c.nsocks, c.family);
+  o.pairLane = c.laneMax >= 0;
+  o.pairLaneMaxBytes = static_cast<size_t>(std::max<int64_t>(c.laneMax, 0));
+  Net net(2, o);
   net.connectAll();
+  EXPECT_EQ(net.t[1]->pairLanes(), c.laneMax >= 0 ? 1 : 0);
   const int kMessages = 600;  // 150 trips around a 4-slot FIFO each way
   std::thread a([&] { sendMessages(net.s(0, 1), kMessages); });
   std::thread b([&] { sendMessages(net.s(1, 0), kMessages); });
@@ -185,12 +190,30 @@ TEST_P(TcpDelivery, EverySizeArrivesByteExactBothWaysAtOnce) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sockets, TcpDelivery,
-                         ::testing::Values(Case{1, AF_INET}, Case{3, AF_INET}, Case{16, AF_INET},
-                                           Case{1, AF_INET6}, Case{3, AF_INET6}),
+                         // Loopback's segment holds a whole 4 KiB slot: lane 0 carries every
+                         // message of rank 1; 1000 splits them between the lane and stripes.
+                         ::testing::Values(Case{1, AF_INET, 0}, Case{3, AF_INET, 0},
+                                           Case{16, AF_INET, 0}, Case{1, AF_INET, -1},
+                                           Case{3, AF_INET, -1}, Case{1, AF_INET, 1000},
+                                           Case{3, AF_INET, 1000}, Case{16, AF_INET, 1000},
+                                           Case{1, AF_INET6, 0}, Case{3, AF_INET6, 1000}),
                          [](const ::testing::TestParamInfo<Case>& i) {
+                           const int64_t l = i.param.laneMax;
                            return std::string(i.param.family == AF_INET ? "ipv4" : "ipv6") +
-                                  "_nsocks" + std::to_string(i.param.nsocks);
+                                  "_nsocks" + std::to_string(i.param.nsocks) +
+                                  (l < 0 ? "_nolane" : l == 0 ? "_lane" : "_lane" + std::to_string(l));
                          });
+
+// Of each pair the higher rank sends on the lower rank's socket: rank r has r lanes.
+TEST(TcpTransport, PairLanesGoFromEachHigherRankToEachLowerOne) {
+  for (bool lane : {true, false}) {
+    tcp::Options o = opts(2);
+    o.pairLane = lane;
+    Net net(3, o);
+    net.connectAll();
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(net.t[static_cast<size_t>(r)]->pairLanes(), lane ? r : 0);
+  }
+}
 
 TEST(TcpTransport, FourRanksAllPairsConcurrently) {
   Net net(4, opts(2));
@@ -454,16 +477,23 @@ TEST(TcpTransport, ReceiverThatVanishesFailsABlockedSender) {
 
 TEST(TcpTransport, ASenderMayPostAndLeaveAtOnce) {
   // As with shared memory, a rank's last send completes when posted: destroying the
-  // transport right after flushes what is posted, then closes.
-  Net net(2, opts(2));
-  net.connectAll();
-  sendMessages(net.s(0, 1), 40);  // more than the FIFO holds: some is in the kernel
-  std::thread killer([&] { net.kill(0, false); });
-  recvMessages(net.r(1, 0), 40);
-  killer.join();
-  const void* in;
-  size_t bytes;
-  EXPECT_EQ(net.r(1, 0)->wait(&in, &bytes, waitFor(kLong)), chorusRemoteError);
+  // transport right after flushes what is posted, then closes. Both directions: rank 1's
+  // messages travel on the pair lane, whole or (past 1000 B) striped on its own sockets.
+  for (int from : {0, 1}) {
+    SCOPED_TRACE("sender " + std::to_string(from));
+    const int to = 1 - from;
+    tcp::Options o = opts(2);
+    o.pairLaneMaxBytes = 1000;
+    Net net(2, o);
+    net.connectAll();
+    sendMessages(net.s(from, to), 40);  // more than the FIFO holds: some is in the kernel
+    std::thread killer([&] { net.kill(from, false); });
+    recvMessages(net.r(to, from), 40);
+    killer.join();
+    const void* in;
+    size_t bytes;
+    EXPECT_EQ(net.r(to, from)->wait(&in, &bytes, waitFor(kLong)), chorusRemoteError);
+  }
 }
 
 TEST(TcpTransport, StrangersAtTheListenerAreRejectedAndPeersStillConnect) {
