@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -165,25 +166,48 @@ Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
 
 // Moves socket s forward as far as it can. Returns false when it stopped for good (the
 // channel failed); true when it would block or must wait for a free slot.
+//
+// Headers and short payloads come out of the socket's stage (one recv of up to
+// kStageBytes); a payload's remainder of kStageBytes or more is read straight into its slot.
+// A recv that returned less than it asked for left the socket empty: the loop stops there
+// instead of paying a recv to learn so (the next poll, or the level-triggered epoll watch,
+// finds whatever comes later).
 bool RecvChannel::readSock(int s, Sock& k) {
   k.waitingSlot = false;
+  k.drained = false;  // per pass: this pass has not read the socket yet
+  if (!k.stage) k.stage.reset(new char[kStageBytes]);
+  // Refills the empty stage: kGot with bytes in it, or what recv said.
+  auto refill = [&]() {
+    if (k.drained) return Recv::kWouldBlock;  // this pass already emptied the socket
+    size_t got = 0;
+    const Recv r = recvSome(k.fd.get(), k.stage.get(), kStageBytes, &got);
+    k.stageBeg = 0;
+    k.stageEnd = got;
+    if (r == Recv::kGot) k.drained = got < kStageBytes;
+    return r;
+  };
   for (;;) {
     if (!k.haveHdr) {
-      const Recv got =
-          recvSome(k.fd.get(), reinterpret_cast<char*>(&k.hdr), sizeof(k.hdr), &k.hdrDone);
-      if (got == Recv::kWouldBlock) return true;
-      if (got == Recv::kClosed && k.hdrDone == 0) {
-        // A clean end between stripes: the other sockets may still hold whole messages
-        // (a sender flushes, then closes them one by one). checkClosed decides.
-        k.eof = true;
-        return true;
+      if (k.stageBeg == k.stageEnd) {
+        const Recv got = refill();
+        if (got == Recv::kWouldBlock) return true;
+        if (got == Recv::kClosed && k.hdrDone == 0) {
+          // A clean end between stripes: the other sockets may still hold whole messages
+          // (a sender flushes, then closes them one by one). checkClosed decides.
+          k.eof = true;
+          return true;
+        }
+        if (got != Recv::kGot) {
+          // An error or a close between stripes (hdrDone 0) may be a peer that left; a
+          // header cut short lost a message.
+          socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving", k.hdrDone > 0);
+          return false;
+        }
       }
-      if (got != Recv::kGot) {
-        // An error or a close between stripes (hdrDone 0) may be a peer that left; a
-        // header cut short lost a message.
-        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving", k.hdrDone > 0);
-        return false;
-      }
+      const size_t take = std::min(k.stageEnd - k.stageBeg, sizeof(k.hdr) - k.hdrDone);
+      std::memcpy(reinterpret_cast<char*>(&k.hdr) + k.hdrDone, k.stage.get() + k.stageBeg, take);
+      k.stageBeg += take;
+      k.hdrDone += take;
       if (k.hdrDone < sizeof(k.hdr)) continue;
       if (!acceptHeader(s, k)) return false;
       k.haveHdr = true;
@@ -216,8 +240,24 @@ bool RecvChannel::readSock(int s, Sock& k) {
                  peerDesc + " sent stripes of one message that disagree on its size or kind");
       return false;
     }
+    char* const dst = ring.slot(seq) + k.hdr.offset;
     while (k.dataDone < k.hdr.len) {
-      const Recv got = recvSome(k.fd.get(), ring.slot(seq) + k.hdr.offset, k.hdr.len, &k.dataDone);
+      if (k.stageBeg < k.stageEnd) {
+        const size_t take = std::min(k.stageEnd - k.stageBeg, size_t{k.hdr.len} - k.dataDone);
+        std::memcpy(dst + k.dataDone, k.stage.get() + k.stageBeg, take);
+        k.stageBeg += take;
+        k.dataDone += take;
+        continue;
+      }
+      Recv got;
+      if (k.hdr.len - k.dataDone >= kStageBytes) {
+        if (k.drained) return true;
+        got = recvSome(k.fd.get(), dst, k.hdr.len, &k.dataDone);
+        // Short of the whole remainder: the socket is empty for now.
+        if (got == Recv::kGot && k.dataDone < k.hdr.len) return true;
+      } else {
+        got = refill();
+      }
       if (got == Recv::kWouldBlock) return true;
       if (got != Recv::kGot) {
         socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving");
@@ -269,10 +309,12 @@ void RecvChannel::checkClosed() {
   }
 }
 
-void RecvChannel::progress(bool laneOnly) {
+void RecvChannel::progress(Read which) {
   if (!active || !healthy()) return;
   bool anyEof = false;
-  for (int s = laneOnly ? kPairLane : 0; s <= kPairLane; ++s) {
+  const int first = which == kLaneOnly ? kPairLane : 0;
+  const int last = which == kOwnOnly ? kPairLane - 1 : kPairLane;
+  for (int s = first; s <= last; ++s) {
     Sock& k = socks[static_cast<size_t>(s)];
     if (!k.fd.valid()) continue;
     bool ok = k.eof || readSock(s, k);
