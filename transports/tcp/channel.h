@@ -71,6 +71,7 @@ struct SendChannel : Channel {
     bool busy = false;  // a stripe is in flight
     StripeHeader hdr{};
     size_t hdrDone = 0, dataDone = 0;
+    bool watched = false;  // in the progress thread's epoll set (set under `driving`)
   };
   /// This rank's own sockets to the peer, then (higher rank of a pair only) the pair lane:
   /// its descriptor of the lower rank's socket 0, for messages that fit one segment.
@@ -79,8 +80,9 @@ struct SendChannel : Channel {
   uint64_t seen = 0;                 // messages whose stripesLeft is set
   uint64_t tailLocal = 0;
   size_t minStripe = 0;
-  int lane = -1;            // index of the pair lane in socks; -1: none
-  size_t laneMaxBytes = 0;  // messages up to this size take the lane
+  int lane = -1;               // index of the pair lane in socks; -1: none
+  size_t laneMaxBytes = 0;     // messages up to this size take the lane
+  bool peerReadsLane = false;  // the peer's connect info: it would read our lane
 
   /// Sockets that stripe a message (the lane is not one of them).
   int ownSocks() const { return lane >= 0 ? lane : static_cast<int>(socks.size()); }

@@ -53,8 +53,16 @@ void Proxy::runCommands() {
     auto* c = static_cast<Channel*>(pc);
     if (c->tag.kind == EpollTag::kSend) {
       auto* s = static_cast<SendChannel*>(c);
-      for (auto& k : s->socks) addFd(k.fd.get(), kSendEvents, &c->tag);
-      c->active.store(true, std::memory_order_release);
+      {
+        // Under the lock: finishSetup may be adding the pair lane right now.
+        std::lock_guard<std::mutex> g(s->driving);
+        for (auto& k : s->socks)
+          if (!k.watched) {
+            addFd(k.fd.get(), kSendEvents, &c->tag);
+            k.watched = true;
+          }
+        c->active.store(true, std::memory_order_release);
+      }
       s->progressLocked();
     } else {
       auto* r = static_cast<RecvChannel*>(c);

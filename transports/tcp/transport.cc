@@ -99,6 +99,7 @@ chorusResult_t TcpTransport::setup(const TransportContext& ctx, void* info) {
   ci.slotBytes = slotBytes_;
   ci.depth = depth_;
   ci.addrLen = bound.len;
+  ci.readsPairLane = opt_.pairLane ? 1 : 0;
   std::memcpy(ci.addr, &bound.ss, std::min<size_t>(bound.len, sizeof(ci.addr)));
   std::memcpy(info, &ci, sizeof(ci));
   CHORUS_INFO(kLogNet, "TCP listening on %s (%s): %d sockets per peer, %d slots x %zu B",
@@ -145,6 +146,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   }
   SendChannel* s = sc.get();
   s->socks.reserve(static_cast<size_t>(opt_.nsocks) + 1);  // the pair lane may follow
+  s->peerReadsLane = ci.readsPairLane == 1;
   send_[static_cast<size_t>(peer)] = std::move(sc);
   proxy_->activate(s);
 
@@ -212,7 +214,8 @@ void TcpTransport::openPairLanes() {
   for (size_t p = 0; p < static_cast<size_t>(rank_) && p < send_.size(); ++p) {
     SendChannel* s = send_[p].get();
     RecvChannel* r = recv_[p].get();
-    if (!s || !r || !r->healthy()) continue;
+    // Both ends must want it: the lower rank reads the lane only if its own setting says so.
+    if (!s || !r || !r->healthy() || !s->peerReadsLane) continue;
     std::lock_guard<std::mutex> gr(r->driving);  // socks[0] stays put while we copy it
     if (!r->socks[0].fd.valid()) continue;
     int mss = 0;
@@ -231,10 +234,16 @@ void TcpTransport::openPairLanes() {
     if (s->head.load(std::memory_order_acquire) != 0) continue;
     SendChannel::Sock lane;
     lane.fd = std::move(fd);
-    if (!proxy_->watchSend(s, lane.fd.get())) continue;
+    // An active channel's sockets are watched already: this one now. Otherwise activation
+    // watches it with the others (runCommands looks under the same lock).
+    if (s->active.load(std::memory_order_acquire)) {
+      if (!proxy_->watchSend(s, lane.fd.get())) continue;
+      lane.watched = true;
+    }
     s->socks.push_back(std::move(lane));  // capacity reserved in connect: no reallocation
     s->laneMaxBytes = static_cast<size_t>(mss) - sizeof(StripeHeader);
-    if (opt_.pairLaneMaxBytes > 0) s->laneMaxBytes = std::min(s->laneMaxBytes, opt_.pairLaneMaxBytes);
+    if (opt_.pairLaneMaxBytes > 0)
+      s->laneMaxBytes = std::min(s->laneMaxBytes, opt_.pairLaneMaxBytes);
     ++pairLanes_;
     s->lane = static_cast<int>(s->socks.size()) - 1;
     CHORUS_TRACE(kLogNet, "pair lane to %s: messages up to %zu B", s->peerDesc.c_str(),

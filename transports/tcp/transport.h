@@ -7,10 +7,10 @@
 // send direction — and the peer's sockets to it arrive through its own listener as its
 // receive direction. One exception: the higher rank of a pair sends messages that fit one
 // TCP segment on the lower rank's socket 0 (the pair lane, CHORUS_TCP_PAIR_LANE), so small
-// messages of both directions share a socket and their ACKs ride on data. Opening never waits for the peer (the kernel completes connections
-// into the listen backlog) and accepting happens on the progress thread, so the per-peer
-// connect order of init can not deadlock. Large messages are striped over the sockets (see
-// wire.h).
+// messages of both directions share a socket and their ACKs ride on data. Opening never
+// waits for the peer (the kernel completes connections into the listen backlog) and
+// accepting happens on the progress thread, so the per-peer connect order of init can not
+// deadlock. Large messages are striped over the sockets (see wire.h).
 //
 // Slots live in local memory on both sides; the progress thread (proxy.h) moves them. A
 // slot is at least the communicator's slot size (CHORUS_CHUNKSIZE), because algorithms

@@ -16,7 +16,7 @@
 namespace chorus {
 namespace tcp {
 
-constexpr int kMaxSocks = 16;                            // CHORUS_NSOCKS upper bound
+constexpr int kMaxSocks = 16;  // CHORUS_NSOCKS upper bound
 /// Where a receive channel keeps the pair lane: the lower rank of a pair reads, on its own
 /// socket 0 to the higher rank, the higher rank's messages that fit one segment (so that
 /// small messages of both directions share a socket and each one's ACK rides on the other
@@ -35,7 +35,8 @@ struct ConnectInfo {
   uint64_t slotBytes;  // must agree on both ends: a message never spans slots
   int32_t depth;       // must agree too: the receiver's window is the sender's
   uint32_t addrLen;
-  uint8_t addr[32];  // sockaddr_in / sockaddr_in6 of the listener
+  uint8_t addr[32];       // sockaddr_in / sockaddr_in6 of the listener
+  int32_t readsPairLane;  // 1: this rank reads its higher peers' small messages on its socket 0
 };
 static_assert(sizeof(ConnectInfo) <= kConnectInfoBytes, "connect info too large");
 
@@ -86,8 +87,9 @@ inline const char* checkHello(const Hello& h, uint64_t token, int self, int nran
 inline const char* checkStripeHeader(const StripeHeader& h, int sock, size_t slotBytes,
                                      uint64_t minSeq, uint64_t headLocal) {
   if (h.check != kStripeCheck) return "bad check byte";
-  if (sock == kPairLane ? h.nstripes != 1
-                        : (h.nstripes < 1 || h.nstripes > kMaxSocks || sock < 0 || sock >= h.nstripes))
+  if (sock == kPairLane
+          ? h.nstripes != 1
+          : (h.nstripes < 1 || h.nstripes > kMaxSocks || sock < 0 || sock >= h.nstripes))
     return "bad stripe count";
   if (h.total > slotBytes || h.offset > h.total || h.len > h.total - h.offset)
     return "stripe outside the slot";

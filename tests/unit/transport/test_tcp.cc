@@ -74,7 +74,8 @@ struct Net {
   std::vector<std::array<char, kConnectInfoBytes>> info;
   std::vector<TransportContext> ctx;
 
-  Net(int nranks, const tcp::Options& o, size_t ll = 1024)
+  /// `each`, when given, holds rank i's options (ranks whose settings differ).
+  Net(int nranks, const tcp::Options& o, size_t ll = 1024, std::vector<tcp::Options> each = {})
       : n(nranks),
         send(static_cast<size_t>(n)),
         recv(static_cast<size_t>(n)),
@@ -83,7 +84,8 @@ struct Net {
     for (int i = 0; i < n; ++i) {
       peers[static_cast<size_t>(i)] = PeerInfo{42, 1, i, -1, 0};
       ctx.push_back(TransportContext{i, n, &peers, 0x1234, 4096, 4, ll});
-      t.push_back(std::make_unique<tcp::TcpTransport>(o));
+      t.push_back(
+          std::make_unique<tcp::TcpTransport>(each.empty() ? o : each[static_cast<size_t>(i)]));
       send[static_cast<size_t>(i)].resize(static_cast<size_t>(n));
       recv[static_cast<size_t>(i)].resize(static_cast<size_t>(n));
     }
@@ -201,7 +203,9 @@ INSTANTIATE_TEST_SUITE_P(Sockets, TcpDelivery,
                            const int64_t l = i.param.laneMax;
                            return std::string(i.param.family == AF_INET ? "ipv4" : "ipv6") +
                                   "_nsocks" + std::to_string(i.param.nsocks) +
-                                  (l < 0 ? "_nolane" : l == 0 ? "_lane" : "_lane" + std::to_string(l));
+                                  (l < 0    ? "_nolane"
+                                   : l == 0 ? "_lane"
+                                            : "_lane" + std::to_string(l));
                          });
 
 // Of each pair the higher rank sends on the lower rank's socket: rank r has r lanes.
@@ -212,6 +216,26 @@ TEST(TcpTransport, PairLanesGoFromEachHigherRankToEachLowerOne) {
     Net net(3, o);
     net.connectAll();
     for (int r = 0; r < 3; ++r) EXPECT_EQ(net.t[static_cast<size_t>(r)]->pairLanes(), lane ? r : 0);
+  }
+}
+
+// Ranks that disagree on CHORUS_TCP_PAIR_LANE: a lane is used only where its lower rank
+// reads it (said in its connect info), so nothing is sent where nobody looks.
+TEST(TcpTransport, APairLaneNeedsTheLowerRanksConsent) {
+  for (int offRank : {0, 1}) {
+    SCOPED_TRACE("lane off on rank " + std::to_string(offRank));
+    std::vector<tcp::Options> each{opts(2), opts(2)};
+    each[static_cast<size_t>(offRank)].pairLane = false;
+    Net net(2, each[0], 1024, each);
+    net.connectAll();
+    EXPECT_EQ(net.t[1]->pairLanes(), 0);
+    std::thread a([&] { sendMessages(net.s(1, 0), 100); });
+    std::thread b([&] { sendMessages(net.s(0, 1), 100); });
+    std::thread rb([&] { recvMessages(net.r(1, 0), 100); });
+    recvMessages(net.r(0, 1), 100);
+    a.join();
+    b.join();
+    rb.join();
   }
 }
 
