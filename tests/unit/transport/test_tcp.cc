@@ -140,22 +140,22 @@ size_t sizeOf(int m) {
   return m < static_cast<int>(k) ? kSizes[m] : static_cast<size_t>((m * 2654435761u) % 4097);
 }
 
-void sendMessages(SendConn* c, int count) {
+void sendMessages(SendConn* c, int count, size_t (*size)(int) = sizeOf) {
   for (int m = 0; m < count; ++m) {
     void* slot;
     ASSERT_EQ(c->acquire(&slot, waitFor(kLong)), chorusSuccess) << threadLastError();
-    const size_t bytes = sizeOf(m);
+    const size_t bytes = size(m);
     for (size_t i = 0; i < bytes; ++i) static_cast<unsigned char*>(slot)[i] = pattern(m, i);
     c->post(bytes);
   }
 }
 
-void recvMessages(RecvConn* c, int count) {
+void recvMessages(RecvConn* c, int count, size_t (*size)(int) = sizeOf) {
   for (int m = 0; m < count; ++m) {
     const void* slot;
     size_t bytes = 12345;
     ASSERT_EQ(c->wait(&slot, &bytes, waitFor(kLong)), chorusSuccess) << threadLastError();
-    ASSERT_EQ(bytes, sizeOf(m)) << "message " << m;
+    ASSERT_EQ(bytes, size(m)) << "message " << m;
     const auto* b = static_cast<const unsigned char*>(slot);
     for (size_t i = 0; i < bytes; ++i)
       ASSERT_EQ(b[i], pattern(m, i)) << "message " << m << " byte " << i;
@@ -207,6 +207,37 @@ INSTANTIATE_TEST_SUITE_P(Sockets, TcpDelivery,
                                    : l == 0 ? "_lane"
                                             : "_lane" + std::to_string(l));
                          });
+
+// The receiver reads through a 4 KiB stage and reads a payload's remainder of 4 KiB or more
+// straight into the slot: with 64 KiB slots, sizes around both edges, tiny socket buffers
+// (reads cut anywhere) and both ways at once, every byte must land where it belongs.
+size_t largeSizeOf(int m) {
+  static const size_t kSizes[] = {0,    1,    4071, 4072, 4073,  4095,  4096, 4097,
+                                  8167, 8168, 8169, 8192, 65535, 65536, 24,   25};
+  const size_t k = sizeof(kSizes) / sizeof(kSizes[0]);
+  return m < static_cast<int>(k) ? kSizes[m] : static_cast<size_t>((m * 2654435761u) % 65537);
+}
+
+TEST(TcpTransport, StagedAndDirectReadsDeliverEveryByte) {
+  for (int64_t sockBuf : {int64_t{4096}, int64_t{0}}) {
+    SCOPED_TRACE("socket buffers " + std::to_string(sockBuf));
+    tcp::Options o = opts(2);
+    o.slotBytes = 65536;
+    o.minStripe = 16384;  // the largest messages stripe over both sockets
+    o.sockBuf = sockBuf;
+    o.pairLaneMaxBytes = 1000;
+    Net net(2, o);
+    net.connectAll();
+    const int kMessages = 200;
+    std::thread a([&] { sendMessages(net.s(0, 1), kMessages, largeSizeOf); });
+    std::thread b([&] { sendMessages(net.s(1, 0), kMessages, largeSizeOf); });
+    std::thread ra([&] { recvMessages(net.r(0, 1), kMessages, largeSizeOf); });
+    recvMessages(net.r(1, 0), kMessages, largeSizeOf);
+    a.join();
+    b.join();
+    ra.join();
+  }
+}
 
 // Of each pair the higher rank sends on the lower rank's socket: rank r has r lanes.
 TEST(TcpTransport, PairLanesGoFromEachHigherRankToEachLowerOne) {
