@@ -30,7 +30,10 @@ chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t
 
 /// A second descriptor (close-on-exec) of the same socket in *out, so that the send and the
 /// receive channel of a pair each own one and epoll can watch each for its own events;
-/// false, with errno, when the process is out of descriptors.
+/// false, with errno, when the process is out of descriptors. Mind that an epoll watch
+/// lives as long as the socket does, not the descriptor: closing one of the two leaves its
+/// watch (and the channel pointer in it) in the set while the other is open. Channels'
+/// sockets are closed only when the transport is destroyed, after its progress thread.
 bool dupSocket(const Fd& from, Fd* out);
 
 /// 64 random bits from the kernel.
