@@ -174,16 +174,16 @@ Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
 // finds whatever comes later).
 bool RecvChannel::readSock(int s, Sock& k) {
   k.waitingSlot = false;
-  k.drained = false;  // per pass: this pass has not read the socket yet
+  bool emptied = false;  // a recv of this pass returned less than it asked: the socket is empty
   if (!k.stage) k.stage.reset(new char[kStageBytes]);
   // Refills the empty stage: kGot with bytes in it, or what recv said.
   auto refill = [&]() {
-    if (k.drained) return Recv::kWouldBlock;  // this pass already emptied the socket
+    if (emptied) return Recv::kWouldBlock;
     size_t got = 0;
     const Recv r = recvSome(k.fd.get(), k.stage.get(), kStageBytes, &got);
     k.stageBeg = 0;
     k.stageEnd = got;
-    if (r == Recv::kGot) k.drained = got < kStageBytes;
+    if (r == Recv::kGot) emptied = got < kStageBytes;
     return r;
   };
   for (;;) {
@@ -251,7 +251,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
       }
       Recv got;
       if (k.hdr.len - k.dataDone >= kStageBytes) {
-        if (k.drained) return true;
+        if (emptied) return true;
         got = recvSome(k.fd.get(), dst, k.hdr.len, &k.dataDone);
         // Short of the whole remainder: the socket is empty for now.
         if (got == Recv::kGot && k.dataDone < k.hdr.len) return true;

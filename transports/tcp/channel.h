@@ -157,7 +157,6 @@ struct RecvChannel : Channel {
     /// [stageBeg, stageEnd) is not consumed yet; allocated on the first read.
     std::unique_ptr<char[]> stage;
     size_t stageBeg = 0, stageEnd = 0;
-    bool drained = false;  // the last recv returned less than asked: the socket is empty
   };
   /// Read-ahead per socket. Payload left to read past what the stage holds goes straight
   /// into the slot once it is at least this long.
