@@ -58,6 +58,12 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
 /// Largest all-reduce allReduceRecDoubling takes on this communicator (see tuning.h).
 size_t doublingMaxBytes(const chorusComm* comm);
 chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+/// Recursive halving reduce-scatter and recursive doubling all-gather, in rank order; only
+/// where halvingFits(nranks) (a power of two).
+bool halvingFits(int nranks);
+chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                    Prims& p);
+chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

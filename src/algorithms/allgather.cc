@@ -44,6 +44,7 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   auto block = [&](int r) { return out + static_cast<size_t>(r) * blockBytes; };
+  if (plan.algo == Algo::Halving && halvingFits(n)) return allGatherDoubling(comm, a, plan, p);
   if (plan.algo == Algo::Direct) {
     for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, in, blockBytes));
     if (block(rank) != in) std::memmove(block(rank), in, blockBytes);

@@ -57,6 +57,8 @@ chorusResult_t reduceScatterDirect(chorusComm* comm, const CollArgs& a, Prims& p
 }  // namespace
 
 chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  if (plan.algo == Algo::Halving && halvingFits(comm->nranks))
+    return reduceScatterHalving(comm, a, plan, p);
   if (comm->peerMem.allShm &&
       a.count * p.elemSize() * static_cast<size_t>(comm->nranks) <= comm->tuning.llBytes)
     return reduceScatterDirect(comm, a, p);
