@@ -11,6 +11,7 @@
 #   env MPI=1                    add Open MPI (btl tcp,self; tcp,vader,self when PPN > 1)
 #   env CLUSTER_NAME=crowdtcp CLUSTER_SUBNET=10.82.0   the tools/cluster name and subnet
 #   env RAW=DIR                  keep the CSVs (v1.ROUND.csv, ..., mpi.ROUND.csv)
+#   env COLL=all_gather          another collective's perf binaries (default all_reduce)
 # Example (docs/PERF.md "fourth stop: tcp crowd"):
 #   MPI=1 HOSTS=2 PPN=2 perf/ab_tcp.sh build "-b 256K -e 4M -f 4 -n 5 -w 1" \
 #       CHORUS_ALGO=halving CHORUS_ALGO=ring CHORUS_ALGO=tree
@@ -53,7 +54,7 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "[ab_tcp] round $r/$ROUNDS variant $i: $v" >&2
     # shellcheck disable=SC2086
     on env $v "$BUILD/tools/chorusrun/chorusrun" -H "$HLIST" --launch-agent "$CHORUS_CLUSTER_AGENT" \
-      "$BUILD/perf/all_reduce_perf" $FLAGS -c 0 --csv "$TMP/v$i.$r.csv" > /dev/null
+      "$BUILD/perf/${COLL:-all_reduce}_perf" $FLAGS -c 0 --csv "$TMP/v$i.$r.csv" > /dev/null
   done
   if [ "${MPI:-0}" = 1 ]; then
     echo "[ab_tcp] round $r/$ROUNDS: Open MPI" >&2
@@ -61,7 +62,7 @@ for r in $(seq 1 "$ROUNDS"); do
     on mpirun --allow-run-as-root -np "$NP" -H "$HLIST" --mca plm_rsh_agent "$CHORUS_CLUSTER_AGENT" \
       --mca btl "$BTL" --mca pml ob1 --mca mpi_yield_when_idle 1 \
       --mca oob_tcp_if_include "$SUBNET.0/24" --mca btl_tcp_if_include "$SUBNET.0/24" \
-      "$BUILD/perf/all_reduce_mpi_perf" $FLAGS -c 0 --csv "$TMP/mpi.$r.csv" > /dev/null
+      "$BUILD/perf/${COLL:-all_reduce}_mpi_perf" $FLAGS -c 0 --csv "$TMP/mpi.$r.csv" > /dev/null
   fi
 done
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; $NP ranks ($HLIST); FLAGS: $FLAGS; $ROUNDS rounds"
