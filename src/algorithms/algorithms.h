@@ -59,8 +59,7 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
 size_t doublingMaxBytes(const chorusComm* comm);
 chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 /// Recursive halving reduce-scatter and recursive doubling all-gather, in rank order; only
-/// where halvingFits(nranks) (a power of two).
-bool halvingFits(int nranks);
+/// where halvingFits(nranks) (src/tuning/tuning.h: a power of two).
 chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                     Prims& p);
 chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

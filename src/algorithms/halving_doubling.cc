@@ -92,13 +92,12 @@ Exchange exchangeFor(chorusComm* comm, const Plan& plan, Prims& p) {
 
 }  // namespace
 
-bool halvingFits(int nranks) { return nranks > 1 && (nranks & (nranks - 1)) == 0; }
-
 chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks;
   const int me = comm->ring.me;
   const size_t elem = p.elemSize();
-  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const Exchange ex = exchangeFor(comm, plan, p);
+  const size_t pieceElems = ex.pieceElems;
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t count = a.count;
@@ -106,7 +105,6 @@ chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan&
   while (pow2 * 2 <= n) pow2 *= 2;
   const int extra = n - pow2;
   auto rankAt = [&](int pos) { return comm->ring.at(pos); };
-  const Exchange ex = exchangeFor(comm, plan, p);
 
   // Folding in the positions beyond the largest power of two.
   if (me >= pow2) {

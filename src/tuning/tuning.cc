@@ -247,9 +247,7 @@ namespace {
 // the ring has one stream per host on tcp) and 1.2-1.3x for the all-gather on 4 x 1 at
 // 4-64 MiB.
 bool halvingGathers(const ModelShape& s, size_t bytes) {
-  const int n = s.nranks;
-  if (n < 2 || (n & (n - 1)) != 0) return false;
-  return !s.tcpHops || bytes <= kLeadersMaxBytes;
+  return halvingFits(s.nranks) && (!s.tcpHops || bytes <= kLeadersMaxBytes);
 }
 }  // namespace
 

@@ -146,6 +146,9 @@ struct ModelShape {
 double ranksPerCore(const ModelShape& s);
 /// Hops over tcp between ranks that queue for the same CPUs (see ModelParams::tcpCrowd*).
 inline bool crowdedTcp(const ModelShape& s) { return s.tcpHops && ranksPerCore(s) > 1.0; }
+/// Whether reduce-scatter by recursive halving and all-gather by recursive doubling (rank
+/// order, no folding) can run on `nranks` ranks: a power of two of them.
+inline bool halvingFits(int nranks) { return nranks > 1 && (nranks & (nranks - 1)) == 0; }
 /// Recursive doubling runs between one leader per host, the other ranks handing their input
 /// to it over shared memory (src/algorithms/allreduce.cc, allReduceLeaders): several hosts,
 /// some with several ranks.

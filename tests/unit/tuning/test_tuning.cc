@@ -566,7 +566,6 @@ TEST(ChoosePlan, ARepeatedCallTakesTheSamePlanAsAFreshChoice) {
   EXPECT_TRUE(neighboursDiffer) << "the sequence never changes plan: it tests nothing";
 }
 
-}  // namespace
 TEST(TuningModel, SharedKernelTcpReduceScatterAndAllGatherHalve) {
   // Recursive halving (reduce-scatter) and doubling (all-gather), in rank order, for a
   // power of two of ranks only, over tcp up to kLeadersMaxBytes. Measured with the ring and
@@ -597,3 +596,5 @@ TEST(TuningModel, SharedKernelTcpReduceScatterAndAllGatherHalve) {
         EXPECT_NE(best(s, b, chorus::defaultAlgos(s), 3, c), Algo::Halving) << b;
   }
 }
+
+}  // namespace
