@@ -35,8 +35,22 @@ chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t se
 /// back to the FIFO schedule (decided alike on every rank).
 bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes);
 class Prims;
+/// A call whose copy path (FIFO or CMA, src/tuning/copy_path.h) this rank chose for every
+/// rank (chose), or followed.
+struct CopyPathCall {
+  bool chose = false;
+  CopyPathUse use = CopyPathUse::AllGather;
+  CopyPath way = CopyPath::Fifo;
+  size_t bytes = 0;
+  bool inPlace = false;
+};
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                             uint64_t seq, size_t resultBytes, bool* done);
+                             uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call);
+/// Every rank times each call that singleCopyRun began, the FIFO fallback included, and
+/// reports it here: the chooser learns from the deciding rank's times (and, for broadcast
+/// and scatter, its receivers', which reach it with their next call's descriptors).
+void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
+                     int64_t ns);
 
 /// The steps of a FIFO schedule (the signature of the algorithms below).
 using FifoSteps = chorusResult_t (*)(chorusComm* comm, const CollArgs& a, const Plan& plan,

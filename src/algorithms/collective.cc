@@ -6,6 +6,7 @@
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace {
@@ -50,19 +51,8 @@ size_t resultBytes(const chorusComm* comm, const CollArgs& a) {
 
 namespace {
 
-chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
-  if (comm->nranks == 1) return runSingleRank(a);
-  if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
-  if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
-  const size_t result = resultBytes(comm, a);
-  const Plan plan = commChoosePlan(comm, a.coll, result);
-  Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
-  p.noteWaitsIn(comm->flight->waitSlot(a.frId));
-  if (singleCopyApplies(comm, a, result)) {
-    bool done = false;
-    CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, result, &done));
-    if (done) return chorusSuccess;
-  }
+// The schedule that runs a call on the FIFOs (or the LL path).
+chorusResult_t runSchedule(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   switch (a.coll) {
     case Coll::AllReduce:
       if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)
@@ -84,6 +74,26 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
     case Coll::Recv: return runP2pBatch(comm, &a, 1);
   }
   CHORUS_FAIL(chorusInternalError, "unknown collective %d", static_cast<int>(a.coll));
+}
+
+chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
+  if (comm->nranks == 1) return runSingleRank(a);
+  if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
+  if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
+  const size_t result = resultBytes(comm, a);
+  const Plan plan = commChoosePlan(comm, a.coll, result);
+  Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
+  p.noteWaitsIn(comm->flight->waitSlot(a.frId));
+  if (!singleCopyApplies(comm, a, result)) return runSchedule(comm, a, plan, p);
+  // Timed from before the descriptors are swapped to the end of whichever path ran: the
+  // copy path is chosen from these times (src/tuning/copy_path.h).
+  const int64_t t0 = nowNs();
+  bool done = false;
+  CopyPathCall call;
+  CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, result, &done, &call));
+  if (!done) CHORUS_CHECK(runSchedule(comm, a, plan, p));
+  singleCopyTimed(comm, a, call, seq, nowNs() - t0);
+  return chorusSuccess;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "src/algorithms/primitives.h"
 #include "src/comm/peer_mem.h"
 #include "src/core/checks.h"
+#include "src/core/debug.h"
 
 namespace chorus {
 namespace {
@@ -41,16 +42,73 @@ struct Desc {
   BufRef recv;
   uint64_t seq;
   uint64_t bytes;  // the caller's count in bytes (per block where blocks apply)
+  uint32_t cma;    // the deciding rank's choice for this call: 1 CMA, 0 the FIFO
+  uint32_t pad;
+  uint64_t lastSeq;  // this rank's last call of this collective that could copy once,
+  uint64_t lastNs;   // and its time here (PeerMem::lastCall)
 };
+
+// The rank whose copy path every rank follows in a call: one whose descriptor every rank
+// receives (the root; rank 0 where all swap with all), so the ranks never disagree.
+int decidingRank(const CollArgs& a) {
+  switch (a.coll) {
+    case Coll::Broadcast:
+    case Coll::Gather:
+    case Coll::Scatter: return a.root;
+    default: return 0;
+  }
+}
+
+// Collectives whose root leaves the FIFO path before its receivers have their bytes: the
+// root times a call with its receivers' times, which come with their next descriptors.
+bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter; }
+
+CopyPathUse copyPathUse(Coll c) {
+  switch (c) {
+    case Coll::AllToAll: return CopyPathUse::AllToAll;
+    case Coll::Broadcast: return CopyPathUse::Broadcast;
+    case Coll::Gather: return CopyPathUse::Gather;
+    case Coll::Scatter: return CopyPathUse::Scatter;
+    default: return CopyPathUse::AllGather;
+  }
+}
+
+// Feeds one timed call to the collective's chooser; logs a change of path at INFO.
+void recordCopyPath(chorusComm* comm, Coll coll, size_t bytes, bool inPlace, CopyPath way,
+                    uint64_t ns) {
+  PeerMem& pm = comm->peerMem;
+  CopyPathChooser& ch = pm.copyPaths[copyPathUse(coll)];
+  if (!ch.record(bytes, inPlace, way, static_cast<double>(ns)) || pm.copyPathLogs >= 32) return;
+  ++pm.copyPathLogs;
+  CHORUS_INFO(kLogTuning,
+              "rank %d: %s of %zu result B%s: copy path now %s for every rank (recent calls "
+              "%.1f us FIFO, %.1f us CMA; CHORUS_CMA_MAX=auto)%s",
+              comm->rank, collName(coll), bytes, inPlace ? " in place" : "",
+              copyPathName(ch.choose(bytes, inPlace)),
+              ch.ewmaNs(bytes, inPlace, CopyPath::Fifo) / 1e3,
+              ch.ewmaNs(bytes, inPlace, CopyPath::Cma) / 1e3,
+              pm.copyPathLogs == 32 ? "; no more of these lines" : "");
+}
 
 class SingleCopy {
  public:
-  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq, size_t resultBytes)
+  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq, size_t resultBytes,
+             CopyPathCall* call)
       : comm_(comm), a_(a), p_(p), seq_(seq), n_(comm->nranks), rank_(comm->rank) {
     bytes_ = a.count * p.elemSize();
-    // CMA only below its limit (where it was measured to beat the FIFO); registered
-    // buffers are reached through mappings at every size. The same on every rank.
-    cma_ = comm->peerMem.cma && resultBytes < comm->peerMem.cmaLimit;
+    // CMA only below its limit and, under CHORUS_CMA_MAX=auto, where the deciding rank's
+    // timings say it beats the FIFO; registered buffers are reached through mappings at
+    // every size. Every rank takes the deciding rank's choice from its descriptor (swap).
+    PeerMem& pm = comm->peerMem;
+    cma_ = pm.cma && resultBytes < pm.cmaLimit;
+    if (cma_ && pm.cmaAuto && a.coll != Coll::AllReduce && rank_ == decidingRank(a)) {
+      call->chose = true;
+      call->use = copyPathUse(a.coll);
+      call->bytes = resultBytes;
+      call->inPlace = a.sendbuf == a.recvbuf;
+      call->way = pm.copyPaths[call->use].choose(call->bytes, call->inPlace);
+      cma_ = call->way == CopyPath::Cma;
+    }
     theirs_.resize(static_cast<size_t>(n_));
   }
 
@@ -71,6 +129,11 @@ class SingleCopy {
     if (recvSide) mine.recv = peerMemRef(comm_, a_.recvbuf, recvBytes);
     mine.seq = seq_;
     mine.bytes = bytes_;
+    mine.cma = cma_ ? 1 : 0;
+    const PeerMem::LastCall& last =
+        comm_->peerMem.lastCall[static_cast<size_t>(copyPathUse(a_.coll))];
+    mine.lastSeq = last.seq;
+    mine.lastNs = last.ns;
     theirs_[static_cast<size_t>(rank_)] = mine;
     for (int peer : to) CHORUS_CHECK(p_.sendLL(peer, &mine, sizeof mine));
     for (int peer : from) {
@@ -84,7 +147,24 @@ class SingleCopy {
                     static_cast<unsigned long long>(d.seq),
                     static_cast<unsigned long long>(d.bytes), bytes_);
     }
+    if (a_.coll == Coll::AllReduce) return chorusSuccess;
+    cma_ = theirs_[static_cast<size_t>(decidingRank(a_))].cma == 1;
+    if (rootLeavesEarly(a_.coll) && rank_ == a_.root) recordPending(from);
     return chorusSuccess;
+  }
+
+  // The root's last timed call of this collective, now that the receivers' times of it
+  // came with their descriptors: the call took as long as its slowest rank.
+  void recordPending(const std::vector<int>& from) {
+    PeerMem::PendingCall& pc = comm_->peerMem.pending[static_cast<size_t>(copyPathUse(a_.coll))];
+    if (pc.seq == 0) return;
+    uint64_t ns = pc.ns;
+    for (int peer : from) {
+      const Desc& d = theirs_[static_cast<size_t>(peer)];
+      if (d.lastSeq == pc.seq) ns = std::max(ns, d.lastNs);
+    }
+    recordCopyPath(comm_, a_.coll, pc.bytes, pc.inPlace, pc.way, ns);
+    pc = PeerMem::PendingCall{};
   }
 
   // Step 3: "done" to every rank in `to`, and wait for it from every rank in `from`.
@@ -227,14 +307,15 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
   const int root = s.a_.root;
   const size_t b = s.bytes_;
   if (s.rank_ == root) {
+    // The receivers' descriptors carry their times of the last call (rootLeavesEarly).
     const std::vector<int> to = s.others();
-    CHORUS_CHECK(s.swap(to, {}, true, false));
+    CHORUS_CHECK(s.swap(to, to, true, false));
     if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
     const char* own = static_cast<const char*>(s.a_.sendbuf) + static_cast<size_t>(root) * b;
     if (own != s.a_.recvbuf) std::memmove(s.a_.recvbuf, own, b);
     CHORUS_CHECK(s.finish({}, to));
   } else {
-    CHORUS_CHECK(s.swap({}, {root}, false, false));
+    CHORUS_CHECK(s.swap({root}, {root}, false, false));
     if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
     CHORUS_CHECK(peerMemRead(s.comm_, root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
                              s.a_.recvbuf, b));
@@ -315,9 +396,9 @@ bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultB
 }
 
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                             uint64_t seq, size_t resultBytes, bool* done) {
+                             uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call) {
   *done = false;
-  SingleCopy s(comm, a, p, seq, resultBytes);
+  SingleCopy s(comm, a, p, seq, resultBytes, call);
   switch (a.coll) {
     case Coll::AllGather:
     case Coll::AllToAll: return allToAllLike(s, done);
@@ -327,6 +408,20 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
     case Coll::AllReduce: return allReduce(s, plan, done);
     default: return chorusSuccess;
   }
+}
+
+void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
+                     int64_t ns) {
+  PeerMem& pm = comm->peerMem;
+  if (a.coll == Coll::AllReduce) return;
+  const size_t u = static_cast<size_t>(copyPathUse(a.coll));
+  pm.lastCall[u] = PeerMem::LastCall{seq, static_cast<uint64_t>(ns)};
+  if (!call.chose) return;
+  if (rootLeavesEarly(a.coll))
+    pm.pending[u] =
+        PeerMem::PendingCall{seq, call.bytes, call.inPlace, call.way, static_cast<uint64_t>(ns)};
+  else
+    recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, static_cast<uint64_t>(ns));
 }
 
 }  // namespace chorus

@@ -150,9 +150,9 @@ chorusResult_t readTuning(chorusComm* comm) {
     std::string ss = paramString(Param::SlotStores);
     for (auto& c : ss) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
     if (ss == "temporal")
-      comm->slotStores.setMode(SlotStoreChooser::Mode::Temporal);
+      comm->slotStores.fix(SlotStores::Temporal);
     else if (ss == "streaming")
-      comm->slotStores.setMode(SlotStoreChooser::Mode::Streaming);
+      comm->slotStores.fix(SlotStores::Streaming);
     else if (ss != "auto" && !ss.empty())
       CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SLOT_STORES=%s: use auto, temporal or streaming",
                   ss.c_str());

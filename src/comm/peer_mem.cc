@@ -125,7 +125,9 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
   const int64_t thr = paramInt(Param::SingleCopyBytes);
   pm.threshold = thr < 0 ? SIZE_MAX : static_cast<size_t>(thr);
-  const int64_t lim = paramInt(Param::CmaMax);
+  // auto (the default): no fixed limit; each call's path is chosen from timed calls.
+  pm.cmaAuto = paramString(Param::CmaMax) == "auto";
+  const int64_t lim = pm.cmaAuto ? -1 : paramInt(Param::CmaMax);
   pm.cmaLimit = lim < 0 ? SIZE_MAX : static_cast<size_t>(lim);
   pm.cma = false;
   const int n = comm->nranks;
@@ -170,12 +172,18 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   }
   pm.cma = allOk;
   if (comm->rank != 0 && firstFail < 0) return chorusSuccess;
-  if (pm.cma && pm.cmaLimit == 0)
+  if (pm.cma && pm.cmaAuto)
+    CHORUS_INFO(kLogInit,
+                "rank %d: single copy: process_vm_readv works between all %d ranks; from %zu "
+                "result bytes (CHORUS_SINGLE_COPY_THRESHOLD) each collective times CMA against "
+                "the FIFO per size and uses the faster (CHORUS_CMA_MAX=auto; changes are logged "
+                "at INFO TUNING); registered chorusMemAlloc buffers are read directly",
+                comm->rank, n, pm.threshold);
+  else if (pm.cma && pm.cmaLimit == 0)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks but is not "
-                "used (CHORUS_CMA_MAX=0, the default: the FIFO's two copies were faster); "
-                "registered chorusMemAlloc buffers are read directly from %zu result bytes "
-                "(CHORUS_SINGLE_COPY_THRESHOLD)",
+                "used (CHORUS_CMA_MAX=0); registered chorusMemAlloc buffers are read directly "
+                "from %zu result bytes (CHORUS_SINGLE_COPY_THRESHOLD)",
                 comm->rank, n, pm.threshold);
   else if (pm.cma)
     CHORUS_INFO(kLogInit,

@@ -7,17 +7,20 @@
 // - Any other buffer: process_vm_readv / process_vm_writev ("CMA": one kernel copy, no
 //   staging), when the kernel lets local ranks reach each other (same user, no Yama
 //   ptrace_scope restriction, no seccomp filter). peerMemInit probes that once per
-//   communicator and every rank agrees on the answer.
+//   communicator and every rank agrees on the answer; whether a call uses it or the FIFO
+//   is then timed per collective and size (CHORUS_CMA_MAX=auto, src/tuning/copy_path.h).
 // The algorithms exchange BufRefs through the FIFOs' LL path at the start of a call
 // (src/algorithms/single_copy.cc).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
 #include "chorus.h"
+#include "src/tuning/copy_path.h"
 
 struct chorusComm;
 
@@ -69,8 +72,32 @@ struct PeerMem {
   bool cma = false;      // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;  // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;   // CHORUS_CMA_MAX: CMA only for results below this
-  uint64_t cookie = 0;   // read by peers during the probe
-  std::mutex mutex;      // registrations come from any thread
+  bool cmaAuto = false;  // CHORUS_CMA_MAX=auto: CMA or the FIFO, whichever copyPaths times faster
+  /// Per collective, the faster of FIFO and CMA learnt from the calls (CHORUS_CMA_MAX=auto);
+  /// only the rank that decides a call for all (single_copy.cc) consults and feeds its own.
+  /// Used under execMutex. copyPathLogs: INFO lines so far.
+  CopyPathChoosers copyPaths;
+  int copyPathLogs = 0;
+  /// Per collective (CopyPathUse), this rank's last call that could copy once: its sequence
+  /// number and how long it took here. Receivers of a broadcast or scatter send it to the
+  /// root in their next call's descriptor: on the FIFO path the root returns once its bytes
+  /// are in the slots, so only the receivers' times say how long the call took.
+  struct LastCall {
+    uint64_t seq = 0;
+    uint64_t ns = 0;
+  };
+  std::array<LastCall, 5> lastCall{};
+  /// The root's timed broadcast or scatter waiting for its receivers' times (seq 0: none).
+  struct PendingCall {
+    uint64_t seq = 0;
+    size_t bytes = 0;
+    bool inPlace = false;
+    CopyPath way = CopyPath::Fifo;
+    uint64_t ns = 0;
+  };
+  std::array<PendingCall, 5> pending{};
+  uint64_t cookie = 0;  // read by peers during the probe
+  std::mutex mutex;     // registrations come from any thread
   std::vector<Registration> regs;
   std::vector<PeerMapping> maps;  // used by the thread running operations only
   ~PeerMem();

@@ -116,10 +116,10 @@ const ParamInfo kParams[] = {
     {"CHORUS_CMA_DISABLE", "0",
      "1: never read peers' memory with process_vm_readv (registered chorusMemAlloc buffers "
      "are still read directly)."},
-    {"CHORUS_CMA_MAX", "0",
-     "process_vm_readv/writev only for results below this many bytes (others go through the "
-     "FIFO unless registered); 0 (default): never, the FIFO was faster at every size measured; "
-     "-1: no limit."},
+    {"CHORUS_CMA_MAX", "auto",
+     "auto: each same-host collective times process_vm_readv/writev (CMA) against the FIFO per "
+     "size and uses the faster; a number: CMA only for results below this many bytes, the "
+     "FIFO above (unless registered); 0: never; -1: always."},
     {"CHORUS_TCP_CONGESTION", "auto",
      "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: reno when "
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "

@@ -124,11 +124,9 @@ TEST(SlotStores, FirstCallIsNotCountedAndAlikeWaysDoNotFlap) {
 
 TEST(SlotStores, FixedModesAreObeyed) {
   std::mt19937 rng(5);
-  for (auto m : {SlotStoreChooser::Mode::Temporal, SlotStoreChooser::Mode::Streaming}) {
+  for (SlotStores want : {SlotStores::Temporal, SlotStores::Streaming}) {
     SlotStoreChooser ch;
-    ch.setMode(m);
-    const SlotStores want =
-        m == SlotStoreChooser::Mode::Temporal ? SlotStores::Temporal : SlotStores::Streaming;
+    ch.fix(want);
     const Counts c = run(ch, kMiB, false, 1000,
                          want == SlotStores::Temporal ? streamingWins : temporalWins, &rng);
     EXPECT_EQ(want == SlotStores::Temporal ? c.temporal : c.streaming, 1000);
@@ -186,7 +184,7 @@ TEST(SlotStores, EachCollectiveLearnsOnItsOwn) {
   EXPECT_EQ(chs[SlotStoreUse::AllGather].choose(kMiB), SlotStores::Streaming);
   EXPECT_EQ(chs[SlotStoreUse::AllToAll].choose(kMiB), SlotStores::Temporal);
   // A fixed mode (CHORUS_SLOT_STORES=streaming) holds for every one of them.
-  chs.setMode(SlotStoreChooser::Mode::Streaming);
+  chs.fix(SlotStores::Streaming);
   for (auto u : {SlotStoreUse::AllReduce, SlotStoreUse::AllGather, SlotStoreUse::AllToAll})
     EXPECT_EQ(chs[u].choose(kMiB), SlotStores::Streaming);
 }

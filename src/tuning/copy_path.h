@@ -1,0 +1,54 @@
+// copy_path.h — how a same-host all-gather, all-to-all, broadcast, gather or scatter on
+// buffers that are not registered moves its bytes: twice through the shared FIFO (into a
+// slot, out of it, pipelined) or once, by process_vm_readv/writev (CMA: the kernel pins the
+// peer's pages and copies).
+//
+// Which one wins is a property of the CPU and of where the host put the vCPUs, not of the
+// code: on the AMD EPYC (Zen 5) VM of docs/PERF.md ("Single copy: where CMA loses") the
+// FIFO was 1.5-4x faster at every size from 8 KiB (a cache-resident FIFO copy runs at
+// 35-40 GB/s, the kernel's at 7-15), and on the Intel Xeon (Emerald Rapids) VM of
+// "Session of 2026-11-28 (Intel)" CMA was 1.2-2x faster from 32 KiB (one core copies at
+// 10-19 GB/s there, so the second copy costs more than the kernel's pinning). So the
+// choice is measured on the calls themselves (two_way_chooser.h), one chooser per
+// collective, by the one rank whose choice every rank follows (single_copy.cc). Each way
+// is judged on calls in a row (setWarmAfterSwitch): a CMA call right after FIFO calls reads
+// inputs the slots pushed out of the caches and took up to 1.4x its steady time on the
+// Intel VM (all-gather np 2, 2 MiB: 267 against 193 us), which alone picked the FIFO.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "src/tuning/two_way_chooser.h"
+
+namespace chorus {
+
+enum class CopyPath : uint8_t { Fifo = 0, Cma = 1 };
+
+inline const char* copyPathName(CopyPath c) { return c == CopyPath::Cma ? "CMA" : "FIFO"; }
+
+using CopyPathChooser = TwoWayChooser<CopyPath>;
+
+/// The collectives whose same-host calls can copy once, each with a chooser of its own.
+enum class CopyPathUse : uint8_t {
+  AllGather = 0,
+  AllToAll = 1,
+  Broadcast = 2,
+  Gather = 3,
+  Scatter = 4
+};
+
+class CopyPathChoosers {
+ public:
+  CopyPathChoosers() {
+    for (CopyPathChooser& ch : by_) ch.setWarmAfterSwitch(true);
+  }
+  CopyPathChooser& operator[](CopyPathUse u) { return by_[static_cast<size_t>(u)]; }
+  const CopyPathChooser& operator[](CopyPathUse u) const { return by_[static_cast<size_t>(u)]; }
+
+ private:
+  std::array<CopyPathChooser, 5> by_{};
+};
+
+}  // namespace chorus

@@ -1,0 +1,110 @@
+// The copy-path chooser (src/tuning/copy_path.h: FIFO or CMA for same-host collectives)
+// against made-up call times: a way's first call after a change of way is not counted, its
+// first tries go in blocks, so a CMA that is slow only right after FIFO calls (inputs pushed
+// out of the cache by the slots) still wins where its calls in a row are faster, while the
+// slot-store chooser's calls in turn would have settled on the FIFO; it follows a later
+// change of the faster way; each collective learns on its own.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "src/tuning/copy_path.h"
+#include "src/tuning/slot_stores.h"
+
+namespace {
+
+using chorus::CopyPath;
+using chorus::CopyPathChooser;
+using chorus::CopyPathChoosers;
+using chorus::CopyPathUse;
+
+constexpr size_t kMiB = 1 << 20;
+
+// A cost model with memory: CMA costs `cmaCold` right after a FIFO call and `cmaWarm` after
+// a CMA call; the FIFO always `fifo`.
+struct Machine {
+  double fifo, cmaWarm, cmaCold;
+  CopyPath last = CopyPath::Fifo;
+  double cost(CopyPath w) {
+    const double t = w == CopyPath::Fifo ? fifo : (last == CopyPath::Cma ? cmaWarm : cmaCold);
+    last = w;
+    return t;
+  }
+};
+
+template <class Chooser>
+std::vector<CopyPath> run(Chooser& ch, Machine& m, size_t bytes, int calls) {
+  std::vector<CopyPath> ways;
+  for (int i = 0; i < calls; ++i) {
+    const CopyPath w = ch.choose(bytes);
+    ways.push_back(w);
+    ch.record(bytes, false, w, m.cost(w));
+  }
+  return ways;
+}
+
+TEST(CopyPath, FirstTriesGoInBlocksAndTheFirstCallAfterASwitchIsNotCounted) {
+  CopyPathChoosers chs;
+  CopyPathChooser& ch = chs[CopyPathUse::AllGather];
+  Machine m{100e3, 70e3, 140e3};
+  const std::vector<CopyPath> ways = run(ch, m, 2 * kMiB, 6);
+  const std::vector<CopyPath> want = {CopyPath::Fifo, CopyPath::Fifo, CopyPath::Fifo,
+                                      CopyPath::Cma,  CopyPath::Cma,  CopyPath::Cma};
+  EXPECT_EQ(ways, want);
+  EXPECT_EQ(ch.choose(2 * kMiB), CopyPath::Cma);
+  EXPECT_EQ(ch.ewmaNs(2 * kMiB, false, CopyPath::Cma), 70e3);  // the cold call not counted
+  EXPECT_EQ(ch.ewmaNs(2 * kMiB, false, CopyPath::Fifo), 100e3);
+}
+
+TEST(CopyPath, ColdFirstCallsDoNotHideTheFasterPath) {
+  // CMA runs 70 us in a row but 140 right after a FIFO call; the FIFO runs 100.
+  Machine m{100e3, 70e3, 140e3};
+  CopyPathChoosers chs;
+  const std::vector<CopyPath> ways = run(chs[CopyPathUse::Broadcast], m, kMiB, 2000);
+  int cma = 0;
+  for (CopyPath w : ways) cma += w == CopyPath::Cma;
+  EXPECT_EQ(ways.back(), CopyPath::Cma);
+  EXPECT_GE(cma, 1900);
+  // The same times through calls in turn (the slot-store chooser's way) settle on the
+  // FIFO: every CMA call it counts came right after a FIFO call.
+  chorus::TwoWayChooser<CopyPath> inTurn;
+  Machine m2{100e3, 70e3, 140e3};
+  const std::vector<CopyPath> turn = run(inTurn, m2, kMiB, 2000);
+  EXPECT_EQ(turn.back(), CopyPath::Fifo);
+}
+
+TEST(CopyPath, FollowsAChangeOfTheFasterPath) {
+  CopyPathChoosers chs;
+  CopyPathChooser& ch = chs[CopyPathUse::AllToAll];
+  Machine fast{100e3, 60e3, 90e3};
+  run(ch, fast, 4 * kMiB, 300);
+  ASSERT_EQ(ch.choose(4 * kMiB), CopyPath::Cma);
+  // CMA slows to 2.5x the FIFO (the host moved the vCPUs, say): back to the FIFO within a
+  // few dozen calls, and it stays there.
+  Machine slow{100e3, 250e3, 250e3};
+  slow.last = CopyPath::Cma;
+  const std::vector<CopyPath> ways = run(ch, slow, 4 * kMiB, 400);
+  size_t firstFifo = ways.size();
+  for (size_t i = 0; i < ways.size(); ++i)
+    if (ways[i] == CopyPath::Fifo) {
+      firstFifo = i;
+      break;
+    }
+  EXPECT_LE(firstFifo, 40u);
+  EXPECT_EQ(ch.choose(4 * kMiB), CopyPath::Fifo);
+  int cmaLate = 0;
+  for (size_t i = 100; i < ways.size(); ++i) cmaLate += ways[i] == CopyPath::Cma;
+  EXPECT_LE(cmaLate, 12) << "CMA tried too often once it lost";
+}
+
+TEST(CopyPath, EachCollectiveLearnsOnItsOwn) {
+  CopyPathChoosers chs;
+  Machine cmaWins{100e3, 50e3, 50e3}, fifoWins{50e3, 100e3, 100e3};
+  run(chs[CopyPathUse::Gather], cmaWins, kMiB, 100);
+  run(chs[CopyPathUse::Scatter], fifoWins, kMiB, 100);
+  EXPECT_EQ(chs[CopyPathUse::Gather].choose(kMiB), CopyPath::Cma);
+  EXPECT_EQ(chs[CopyPathUse::Scatter].choose(kMiB), CopyPath::Fifo);
+  EXPECT_EQ(chs[CopyPathUse::AllGather].choose(kMiB), CopyPath::Fifo);  // no calls yet
+}
+
+}  // namespace
