@@ -65,6 +65,7 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 
 CopyPathUse copyPathUse(Coll c) {
   switch (c) {
+    case Coll::AllReduce: return CopyPathUse::AllReduce;
     case Coll::AllToAll: return CopyPathUse::AllToAll;
     case Coll::Broadcast: return CopyPathUse::Broadcast;
     case Coll::Gather: return CopyPathUse::Gather;
@@ -101,7 +102,7 @@ class SingleCopy {
     // every size. Every rank takes the deciding rank's choice from its descriptor (swap).
     PeerMem& pm = comm->peerMem;
     cma_ = pm.cma && resultBytes < pm.cmaLimit;
-    if (cma_ && pm.cmaAuto && a.coll != Coll::AllReduce && rank_ == decidingRank(a)) {
+    if (cma_ && pm.cmaAuto && rank_ == decidingRank(a)) {
       call->chose = true;
       call->use = copyPathUse(a.coll);
       call->bytes = resultBytes;
@@ -147,7 +148,6 @@ class SingleCopy {
                     static_cast<unsigned long long>(d.seq),
                     static_cast<unsigned long long>(d.bytes), bytes_);
     }
-    if (a_.coll == Coll::AllReduce) return chorusSuccess;
     cma_ = theirs_[static_cast<size_t>(decidingRank(a_))].cma == 1;
     if (rootLeavesEarly(a_.coll) && rank_ == a_.root) recordPending(from);
     return chorusSuccess;
@@ -325,16 +325,25 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
   return chorusSuccess;
 }
 
-// Registered buffers only (both ends mapped: a reduction reads peers' inputs in place; CMA
-// would copy them first and lose to the ring). Share q (cache-line aligned) is reduced by
-// rank q alone, its own input first and then the others' in rank order, so every rank ends
-// with the same bits. In place, rank q writes only share q of its buffer, which no peer
-// reads; the others' shares of it are overwritten only after everyone's reduction is done.
+// CMA's all-reduce copies each peer's input share through scratch in pieces of this size, so
+// what the reduction reads back is still in this core's cache.
+constexpr size_t kCmaReducePiece = 256 * 1024;
+
+// Share q (cache-line aligned) is reduced by rank q alone, its own input first and then the
+// others' in rank order, so every rank ends with the same bits; then every rank copies the
+// other shares from their owners' outputs. Where every buffer is registered, the reduction
+// reads peers' inputs in place through their mappings (reduce once, copy once: the memory
+// floor's own count). Otherwise, where the deciding rank chose CMA (CHORUS_CMA_MAX), each
+// peer's share is first copied into scratch in pieces (a cache-resident write), and the
+// other shares are copied by the kernel straight into the output: one write of the output
+// fewer than the FIFO ring, which stages the reduced shares through slots. In place, rank
+// q writes only share q of its buffer before the first "done", and no peer reads that.
 chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   const std::vector<int> to = s.others(), from = s.othersFrom();
   CHORUS_CHECK(s.swap(to, from, true, true));
-  for (int r = 0; r < s.n_; ++r)
-    if (!s.of(r).send.regionId || !s.of(r).recv.regionId) return chorusSuccess;  // all alike
+  bool mapped = true;
+  for (int r = 0; r < s.n_; ++r) mapped = mapped && s.of(r).send.regionId && s.of(r).recv.regionId;
+  if (!mapped && !s.cma()) return chorusSuccess;  // every rank alike: the FIFO ring
   const size_t elem = s.p_.elemSize(), count = s.a_.count;
   const size_t n = static_cast<size_t>(s.n_), me = static_cast<size_t>(s.rank_);
   const size_t align = std::max<size_t>(1, 64 / elem);
@@ -343,27 +352,48 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   auto len = [&](size_t q) { return std::min((q + 1) * share, count) - first(q); };
   const kernels::ReduceSpec& spec = s.a_.spec;
   const unsigned streaming = plan.streaming ? kernels::kStreaming : 0u;
+  const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
+  const char* in = static_cast<const char*>(s.a_.sendbuf);
   char* out = static_cast<char*>(s.a_.recvbuf);
-  const size_t mineOff = first(me) * elem;
-  if (len(me) > 0) {
-    const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
-    kernels::reduce(spec, out + mineOff, nullptr, static_cast<const char*>(s.a_.sendbuf) + mineOff,
-                    len(me), pre);
+  const size_t pieceElems = mapped ? len(me) : std::max<size_t>(1, kCmaReducePiece / elem);
+  char* scratch =
+      mapped ? nullptr
+             : static_cast<char*>(s.comm_->scratch.get(s.comm_->scratch.a, pieceElems * elem));
+  for (size_t k = 0; k < len(me); k += pieceElems) {
+    const size_t off = (first(me) + k) * elem, cnt = std::min(pieceElems, len(me) - k);
+    // Without pre, the first peer's share folds into the pass that reads our own (the same
+    // bits as copying ours first: acc OP local, in that order).
+    bool started = false;
+    if (spec.preMul || mapped) {
+      kernels::reduce(spec, out + off, nullptr, in + off, cnt, pre);
+      started = true;
+    }
     for (size_t r = 0, folded = 1; r < n; ++r) {
       if (r == me) continue;
+      const Desc& d = s.of(static_cast<int>(r));
       char* theirs;
-      CHORUS_CHECK(peerMemMapped(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send,
-                                 mineOff, &theirs));
+      if (mapped) {
+        CHORUS_CHECK(peerMemMapped(s.comm_, static_cast<int>(r), d.send, off, &theirs));
+      } else {
+        CHORUS_CHECK(peerMemRead(s.comm_, static_cast<int>(r), d.send, off, scratch, cnt * elem));
+        theirs = scratch;
+      }
       const unsigned last = ++folded == n ? kernels::kApplyPost | streaming : 0u;
-      kernels::reduce(spec, out + mineOff, out + mineOff, theirs, len(me), pre | last);
+      kernels::reduce(spec, out + off, started ? out + off : in + off, theirs, cnt, pre | last);
+      started = true;
     }
   }
   CHORUS_CHECK(s.finish(to, from));  // every share reduced: outputs may be read
   for (int peer : from) {
     const size_t q = static_cast<size_t>(peer);
-    char* theirs;
-    CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, first(q) * elem, &theirs));
-    kernels::copy(out + first(q) * elem, theirs, len(q) * elem, plan.streaming);
+    if (mapped) {
+      char* theirs;
+      CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, first(q) * elem, &theirs));
+      kernels::copy(out + first(q) * elem, theirs, len(q) * elem, plan.streaming);
+    } else {
+      CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).recv, first(q) * elem,
+                               out + first(q) * elem, len(q) * elem));
+    }
   }
   CHORUS_CHECK(s.finish(to, from));  // nobody reads our output any more
   *done = true;
@@ -413,7 +443,6 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
 void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
                      int64_t ns) {
   PeerMem& pm = comm->peerMem;
-  if (a.coll == Coll::AllReduce) return;
   const size_t u = static_cast<size_t>(copyPathUse(a.coll));
   pm.lastCall[u] = PeerMem::LastCall{seq, static_cast<uint64_t>(ns)};
   if (!call.chose) return;

@@ -36,7 +36,8 @@ enum class CopyPathUse : uint8_t {
   AllToAll = 1,
   Broadcast = 2,
   Gather = 3,
-  Scatter = 4
+  Scatter = 4,
+  AllReduce = 5
 };
 
 class CopyPathChoosers {
@@ -48,7 +49,7 @@ class CopyPathChoosers {
   const CopyPathChooser& operator[](CopyPathUse u) const { return by_[static_cast<size_t>(u)]; }
 
  private:
-  std::array<CopyPathChooser, 5> by_{};
+  std::array<CopyPathChooser, 6> by_{};
 };
 
 }  // namespace chorus
