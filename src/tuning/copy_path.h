@@ -16,7 +16,6 @@
 // Intel VM (all-gather np 2, 2 MiB: 267 against 193 us), which alone picked the FIFO.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -40,16 +39,9 @@ enum class CopyPathUse : uint8_t {
   AllReduce = 5
 };
 
-class CopyPathChoosers {
+class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, 6> {
  public:
-  CopyPathChoosers() {
-    for (CopyPathChooser& ch : by_) ch.setWarmAfterSwitch(true);
-  }
-  CopyPathChooser& operator[](CopyPathUse u) { return by_[static_cast<size_t>(u)]; }
-  const CopyPathChooser& operator[](CopyPathUse u) const { return by_[static_cast<size_t>(u)]; }
-
- private:
-  std::array<CopyPathChooser, 6> by_{};
+  CopyPathChoosers() { setWarmAfterSwitch(true); }
 };
 
 }  // namespace chorus

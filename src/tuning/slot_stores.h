@@ -12,7 +12,6 @@
 // calls themselves (two_way_chooser.h).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -32,16 +31,6 @@ using SlotStoreChooser = TwoWayChooser<SlotStores>;
 /// with a chooser of its own (their times and their best ways differ).
 enum class SlotStoreUse : uint8_t { AllReduce = 0, AllGather = 1, AllToAll = 2 };
 
-class SlotStoreChoosers {
- public:
-  void fix(SlotStores s) {
-    for (SlotStoreChooser& c : by_) c.fix(s);
-  }
-  SlotStoreChooser& operator[](SlotStoreUse u) { return by_[static_cast<size_t>(u)]; }
-  const SlotStoreChooser& operator[](SlotStoreUse u) const { return by_[static_cast<size_t>(u)]; }
-
- private:
-  std::array<SlotStoreChooser, 3> by_{};
-};
+using SlotStoreChoosers = TwoWayChoosers<SlotStores, SlotStoreUse, 3>;
 
 }  // namespace chorus

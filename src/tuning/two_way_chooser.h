@@ -33,7 +33,6 @@ class TwoWayChooser {
     fixed_ = true;
     fixedWay_ = w;
   }
-  bool fixed() const { return fixed_; }
 
   /// Where a way's first call after calls of the other way is slow for reasons that vanish
   /// on its next call (copy path: CMA reads inputs the FIFO's slots pushed out of the cache,
@@ -151,6 +150,24 @@ class TwoWayChooser {
   Way fixedWay_ = Way(0);
   bool warmAfterSwitch_ = false;
   std::array<Bucket, 128> buckets_{};
+};
+
+/// One chooser per `Use` (an enum of N values from 0): collectives whose times and best ways
+/// differ learn apart.
+template <class Way, class Use, size_t N>
+class TwoWayChoosers {
+ public:
+  void fix(Way w) {
+    for (TwoWayChooser<Way>& c : by_) c.fix(w);
+  }
+  void setWarmAfterSwitch(bool on) {
+    for (TwoWayChooser<Way>& c : by_) c.setWarmAfterSwitch(on);
+  }
+  TwoWayChooser<Way>& operator[](Use u) { return by_[static_cast<size_t>(u)]; }
+  const TwoWayChooser<Way>& operator[](Use u) const { return by_[static_cast<size_t>(u)]; }
+
+ private:
+  std::array<TwoWayChooser<Way>, N> by_{};
 };
 
 }  // namespace chorus
