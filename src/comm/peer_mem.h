@@ -86,7 +86,7 @@ struct PeerMem {
     uint64_t seq = 0;
     uint64_t ns = 0;
   };
-  std::array<LastCall, 6> lastCall{};
+  std::array<LastCall, kCopyPathUses> lastCall{};
   /// The root's timed broadcast or scatter waiting for its receivers' times (seq 0: none).
   struct PendingCall {
     uint64_t seq = 0;
@@ -95,7 +95,7 @@ struct PeerMem {
     CopyPath way = CopyPath::Fifo;
     uint64_t ns = 0;
   };
-  std::array<PendingCall, 6> pending{};
+  std::array<PendingCall, kCopyPathUses> pending{};
   uint64_t cookie = 0;  // read by peers during the probe
   std::mutex mutex;     // registrations come from any thread
   std::vector<Registration> regs;

@@ -1,7 +1,7 @@
-// copy_path.h — how a same-host all-gather, all-to-all, broadcast, gather or scatter on
-// buffers that are not registered moves its bytes: twice through the shared FIFO (into a
-// slot, out of it, pipelined) or once, by process_vm_readv/writev (CMA: the kernel pins the
-// peer's pages and copies).
+// copy_path.h — how a same-host all-gather, all-to-all, broadcast, gather or scatter (or an
+// all-reduce from 256 KiB) on buffers that are not registered moves its bytes: twice
+// through the shared FIFO (into a slot, out of it, pipelined) or once, by
+// process_vm_readv/writev (CMA: the kernel pins the peer's pages and copies).
 //
 // Which one wins is a property of the CPU and of where the host put the vCPUs, not of the
 // code: on the AMD EPYC (Zen 5) VM of docs/PERF.md ("Single copy: where CMA loses") the
@@ -38,8 +38,9 @@ enum class CopyPathUse : uint8_t {
   Scatter = 4,
   AllReduce = 5
 };
+constexpr size_t kCopyPathUses = 6;  // the values of CopyPathUse
 
-class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, 6> {
+class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, kCopyPathUses> {
  public:
   CopyPathChoosers() { setWarmAfterSwitch(true); }
 };
