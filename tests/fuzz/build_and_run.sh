@@ -29,7 +29,7 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 1
 fi
 
-FLAGS="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FLAGS="-std=c++17 -gline-tables-only -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I$SRC/include -I$SRC"
 CORE="src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
 BOOT="src/bootstrap/wire.cc src/bootstrap/uniqueid.cc src/net/socket.cc src/net/address.cc
