@@ -28,12 +28,15 @@ TEST_P(KernelsCopy, OddSizesAndAlignments) {
   const size_t kSizes[] = {0,   1,   7,   63,   64,        65,        255,
                            256, 257, 511, 1000, 4096 + 13, 65536 + 7, (1 << 20) + 3};
   std::mt19937 rng(7);
-  for (size_t bytes : kSizes)
+  for (size_t bytes : kSizes) {
+    // One random source per size (copy() never writes it): drawing it again for each of the
+    // up to 176 offset and store cases was most of the test's time under ASan.
+    std::vector<unsigned char> src(bytes + 128);
+    for (auto& b : src) b = static_cast<unsigned char>(rng());
     for (size_t offS : {0, 1, 5, 8})
       for (size_t offD = 0; offD < 64; offD += (bytes > 100000 ? 9 : 3))
         for (bool streaming : {false, true}) {
-          std::vector<unsigned char> src(bytes + 128), dst(bytes + 256, 0x5a);
-          for (auto& b : src) b = static_cast<unsigned char>(rng());
+          std::vector<unsigned char> dst(bytes + 256, 0x5a);
           // Distance of dst.data() + offD from a 64-byte boundary varies with the heap,
           // so also vary a 64-aligned base explicitly.
           const size_t align = (64 - reinterpret_cast<uintptr_t>(dst.data()) % 64) % 64;
@@ -47,6 +50,7 @@ TEST_P(KernelsCopy, OddSizesAndAlignments) {
           for (unsigned char* p = d + bytes; p < dst.data() + dst.size(); ++p)
             ASSERT_EQ(*p, 0x5a) << "byte after dst written, bytes=" << bytes << " offD=" << offD;
         }
+  }
 }
 
 // reduce() with acc == nullptr and no decorations is a copy, streaming or not.
@@ -77,7 +81,13 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
   const size_t kCounts[] = {0, 1, 3, 64, 1023, 1024, 1025, 4099, (1 << 18) + 5};
   std::mt19937 rng(11);
   for (const T& t : kTypes)
-    for (size_t count : kCounts)
+    for (size_t count : kCounts) {
+      // One random pair of inputs per type and count, copied into place for each case (an
+      // aliased dst2 overwrites one): drawing them byte by byte for each of the 16 cases was
+      // most of the test's time under ASan.
+      std::vector<unsigned char> accInit(count * t.elem + 8), locInit(count * t.elem + 8);
+      for (auto& b : accInit) b = static_cast<unsigned char>(rng() & 0x3f);  // finite values
+      for (auto& b : locInit) b = static_cast<unsigned char>(rng() & 0x3f);
       for (int alias = 0; alias < 4; ++alias)  // 0: none, 1: dst2 == local, 2: == acc, 3: no acc
         for (unsigned flags :
              {0u, unsigned{ck::kStreaming}, unsigned{ck::kApplyPre | ck::kApplyPost},
@@ -96,10 +106,8 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
             spec.postDiv = t.type == chorusInt8 ? 3 : 0;
           }
           const size_t bytes = count * t.elem, pad = 64;
-          std::vector<unsigned char> acc(bytes + 8), loc(bytes + 8), d(bytes + 2 * pad, 0x5a),
+          std::vector<unsigned char> acc(accInit), loc(locInit), d(bytes + 2 * pad, 0x5a),
               d2(bytes + 2 * pad + 8, 0xa5), want(bytes + 8);
-          for (auto& b : acc) b = static_cast<unsigned char>(rng() & 0x3f);  // finite values
-          for (auto& b : loc) b = static_cast<unsigned char>(rng() & 0x3f);
           const size_t mis = (count % 3) * t.elem;  // vary dst2's alignment by elements
           unsigned char* a = alias == 3 ? nullptr : acc.data() + mis % 8;  // 3: a copy
           unsigned char* l = loc.data() + mis % 8;
@@ -121,6 +129,7 @@ TEST_P(KernelsCopy, ReduceCopyWritesBothDestinations) {
             for (size_t i = pad + mis + bytes; i < d2.size(); ++i) ASSERT_EQ(d2[i], 0xa5);
           }
         }
+    }
 }
 
 CHORUS_INSTANTIATE_PER_ISA(KernelsCopy);
