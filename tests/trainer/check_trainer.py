@@ -450,23 +450,30 @@ def case_bad_input(chorusrun, trainer, tmp):
 
 # --- Pipeline, tensor and hybrid parallel (docs/TRAINER.md). Every layout must train exactly
 # what one rank trains with the same global batch: the final parameters (gathered from the
-# stages and shards into the single-rank model's names) agree to EXACT in float64 after 50
-# steps. With batch norm (the CNN), statistics are per micro-batch, so a pipeline with M
-# micro-batches matches one rank with batch 64/M and --accum M.
+# stages and shards into the single-rank model's names) agree to EXACT in float64 after
+# LAYOUT_STEPS steps. With batch norm (the CNN), statistics are per micro-batch, so a
+# pipeline with M micro-batches matches one rank with batch 64/M and --accum M.
 EXACT = 1e-12
+# 20 steps (1280 samples at global batch 64), not COMMON's 50: a wrong shard, stage or
+# schedule shows from the first step, and these cases run 40 layouts of up to 4 ranks on two
+# cores (CI must stay under 30 minutes).
+LAYOUT_STEPS = 20
+LAYOUT_COMMON = ["--train-limit", str(64 * LAYOUT_STEPS), "--max-steps", str(LAYOUT_STEPS),
+                 "--no-eval", "--no-progress", "--seed", "7", "--lr", "0.02", "--double"]
 
 
 def dump_run(chorusrun, trainer, tmp, tag, np_, args):
     out = os.path.join(tmp, tag + ".%d")
-    run(chorusrun, trainer, np_, COMMON + args + ["--dump-params", out.replace("%d", "%r")])
+    run(chorusrun, trainer, np_, LAYOUT_COMMON + args + ["--dump-params",
+                                                         out.replace("%d", "%r")])
     expect_ranks_identical(out, np_)  # the gathered model is the same on every rank
     return out
 
 
 def expect_equal(a, ref, what):
     counters, _ = read_dump(a % 0)
-    if counters["optimizer_steps"] != 50:
-        raise Failure(f"{what}: {counters['optimizer_steps']} steps, not 50")
+    if counters["optimizer_steps"] != LAYOUT_STEPS:
+        raise Failure(f"{what}: {counters['optimizer_steps']} steps, not {LAYOUT_STEPS}")
     return expect_close(a % 0, ref % 0, what, rtol=EXACT)
 
 
@@ -564,12 +571,12 @@ def case_hybrid(chorusrun, trainer, tmp):
     # Without sync-bn the replicas' batch norm statistics are broadcast from replica 0 once
     # per round (not per micro-batch, which would modify tensors that pending backwards
     # still need); per-replica batch norm is not the single-rank computation, so this
-    # only checks that it trains its 50 steps.
+    # only checks that it trains its LAYOUT_STEPS steps.
     local = dump_run(chorusrun, trainer, tmp, "cnn_localbn", 4, [
         "--model", "cnn", "--width", "8", "--batch", "32", "--pipeline-stages", "2",
         "--micro-batches", "4"])
     c, _ = read_dump(local % 0)
-    if c["optimizer_steps"] != 50:
+    if c["optimizer_steps"] != LAYOUT_STEPS:
         raise Failure(f"DP 2 x PP 2 without sync-bn: {c['optimizer_steps']} steps")
     wrong = dump_run(chorusrun, trainer, tmp, "wrong", 4, mlp + [
         "--batch", "16", "--pipeline-stages", "2", "--micro-batches", "2"])
@@ -627,8 +634,8 @@ def case_layout_features(chorusrun, trainer, tmp):
         "--tensor-parallel", "2"])
     expect_equal(out, ref, "PP 2 x TP 2, batch 32 x accum 2 in 2 micro-batches")
     c, _ = read_dump(out % 0)
-    if c["micro_steps"] != 4 * 50:
-        raise Failure(f"{c['micro_steps']} micro-steps for 50 steps of 2 x 2")
+    if c["micro_steps"] != 4 * LAYOUT_STEPS:
+        raise Failure(f"{c['micro_steps']} micro-steps for {LAYOUT_STEPS} steps of 2 x 2")
 
     # Evaluation through the pipeline: the same test accuracy as one rank (float64, equal
     # models), on 1001 test samples.
