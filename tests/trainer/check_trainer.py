@@ -32,8 +32,8 @@ RTOL = 1e-5
 # step 14 of the MLP: 4e-2 after 50 steps, with the all-reduce itself exact). In float64
 # the same runs agree to ~1e-15, so a real bug (a wrong shard, a missed bucket, a sum
 # instead of an average) cannot hide under the tolerance.
-COMMON = ["--train-limit", "3200", "--max-steps", "50", "--no-eval", "--no-progress",
-          "--seed", "7", "--lr", "0.02", "--double"]
+RUN_FLAGS = ["--no-eval", "--no-progress", "--seed", "7", "--lr", "0.02", "--double"]
+COMMON = ["--train-limit", "3200", "--max-steps", "50"] + RUN_FLAGS
 
 
 class Failure(Exception):
@@ -458,8 +458,8 @@ EXACT = 1e-12
 # schedule shows from the first step, and these cases run 40 layouts of up to 4 ranks on two
 # cores (CI must stay under 30 minutes).
 LAYOUT_STEPS = 20
-LAYOUT_COMMON = ["--train-limit", str(64 * LAYOUT_STEPS), "--max-steps", str(LAYOUT_STEPS),
-                 "--no-eval", "--no-progress", "--seed", "7", "--lr", "0.02", "--double"]
+LAYOUT_COMMON = (["--train-limit", str(64 * LAYOUT_STEPS), "--max-steps", str(LAYOUT_STEPS)] +
+                 RUN_FLAGS)
 
 
 def dump_run(chorusrun, trainer, tmp, tag, np_, args):
