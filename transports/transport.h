@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,28 @@ class SendConn {
   /// nothing else is in flight (two ranks may then both send before either receives);
   /// 0: not known.
   virtual size_t llBufferedBytes() const { return 0; }
+  /// Whether postFrom() sends straight from the caller's memory instead of a slot (tcp:
+  /// sendmsg reads it), saving the copy into the slot.
+  virtual bool sendsFromUser() const { return false; }
+  /// After acquire() returned `slot`: publishes `bytes` (at most slotBytes) read from `src`.
+  /// Where sendsFromUser(), src is read later, by whichever thread writes the sockets: it
+  /// must stay unchanged until flush() returns; elsewhere it is copied into the slot now.
+  virtual void postFrom(const void* src, size_t bytes, void* slot) {
+    std::memcpy(slot, src, bytes);
+    post(bytes);
+  }
+  /// Waits until no posted message reads the caller's memory any more (postFrom).
+  virtual chorusResult_t flush(const WaitCtx& w) {
+    (void)w;
+    return chorusSuccess;
+  }
+  /// A call that posted with postFrom failed (`why`) before flush(): if any message is
+  /// still unsent, the connection fails with `why` (naming `what`), so nothing reads the
+  /// caller's memory after the call returns.
+  virtual void abandon(const char* what, chorusResult_t why) {
+    (void)what;
+    (void)why;
+  }
   /// For callers that poll with tryAcquire (send/recv batches) and so never see a waiting
   /// call's error: chorusSuccess while the connection can still deliver, else the error
   /// (message set) a blocking call would return. May cost a system call: call it rarely.
@@ -127,6 +150,7 @@ struct TcpOptions {
   int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
   int64_t pollMaxBytes = 1ll << 30;    ///< CHORUS_TCP_POLL_MAX_BYTES
   bool pairLane = true;                ///< CHORUS_TCP_PAIR_LANE (tcp/transport.h)
+  bool sendFromUser = true;            ///< CHORUS_TCP_SEND_FROM_USER (SendConn::postFrom)
   size_t pairLaneMaxBytes = 0;         ///< > 0: the lane's largest message (tests); 0: a segment
   std::string congestion =
       "reno";  ///< CHORUS_TCP_CONGESTION, "auto" resolved at init (empty: the system's)

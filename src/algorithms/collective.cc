@@ -84,14 +84,17 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   const Plan plan = commChoosePlan(comm, a.coll, result);
   Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
   p.noteWaitsIn(comm->flight->waitSlot(a.frId));
-  if (!singleCopyApplies(comm, a, result)) return runSchedule(comm, a, plan, p);
+  // tcp sends pieces from the caller's buffers (no copy into a slot): the call ends once
+  // the kernel holds them (settleSends).
+  p.allowSendFromUser();
+  if (!singleCopyApplies(comm, a, result)) return p.settleSends(runSchedule(comm, a, plan, p));
   // Timed from before the descriptors are swapped to the end of whichever path ran: the
   // copy path is chosen from these times (src/tuning/copy_path.h).
   const int64_t t0 = nowNs();
   bool done = false;
   CopyPathCall call;
   CHORUS_CHECK(singleCopyRun(comm, a, plan, p, seq, result, &done, &call));
-  if (!done) CHORUS_CHECK(runSchedule(comm, a, plan, p));
+  if (!done) CHORUS_CHECK(p.settleSends(runSchedule(comm, a, plan, p)));
   singleCopyTimed(comm, a, call, seq, nowNs() - t0);
   return chorusSuccess;
 }

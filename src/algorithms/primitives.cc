@@ -1,5 +1,6 @@
 #include "src/algorithms/primitives.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/algorithms/algorithms.h"
@@ -67,15 +68,39 @@ chorusResult_t Prims::acquireOut(int to, void** slot) {
   return chorusSuccess;
 }
 
+void Prims::postFrom(int to, const void* src, size_t bytes, void* slot) {
+  if (std::find(fromUserPeers_.begin(), fromUserPeers_.end(), to) == fromUserPeers_.end())
+    fromUserPeers_.push_back(to);
+  comm_->sendConn[static_cast<size_t>(to)]->postFrom(src, bytes, slot);
+}
+
+chorusResult_t Prims::settleSends(chorusResult_t r) {
+  for (int to : fromUserPeers_) {
+    SendConn& c = *comm_->sendConn[static_cast<size_t>(to)];
+    if (r == chorusSuccess) {
+      const chorusResult_t f = c.flush(w_);
+      if (f == chorusSuccess) continue;
+      r = failed(f, "handing its last pieces over for", to);
+    }
+    c.abandon(w_.what, r);
+  }
+  fromUserPeers_.clear();
+  return r;
+}
+
 chorusResult_t Prims::send(int to, const void* src, size_t count, bool pre) {
   void* out;
   CHORUS_CHECK(acquireOut(to, &out));
   const size_t bytes = count * elem_;
-  if (pre && spec_.preMul)
+  if (pre && spec_.preMul) {
     kernels::reduce(spec_, out, nullptr, src, count,
                     kApplyPre | (slotStreaming_ ? kStreaming : 0u));
-  else
+  } else if (fromUser(to)) {
+    postFrom(to, src, bytes, out);
+    return chorusSuccess;
+  } else {
     slotCopy(out, src, bytes);
+  }
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
   return chorusSuccess;
 }
@@ -120,6 +145,14 @@ chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, vo
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
   const unsigned flags = kApplyPre | (post ? kApplyPost : 0u);
+  if (fromUser(to)) {
+    // The result once, into the user's buffer (ordinary stores: the socket's copy reads it
+    // next, from cache), and the socket reads it there.
+    kernels::reduce(spec_, dst, in, local, count, flags);
+    comm_->recvConn[static_cast<size_t>(from)]->release();
+    postFrom(to, dst, bytes, out);
+    return chorusSuccess;
+  }
   if (slotStreaming_) {
     // The slot goes to memory with streaming stores (the peer is far away: it reads memory
     // faster than it takes lines from our cache); the result to the user's buffer first,
@@ -155,6 +188,13 @@ chorusResult_t Prims::recvCopySend(int from, int to, void* dst, size_t count) {
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
   CHORUS_CHECK(acquireOut(to, &out));
+  if (dst && fromUser(to)) {
+    // One copy, into the user's buffer; the socket sends it from there.
+    kernels::copy(dst, in, bytes, false);
+    comm_->recvConn[static_cast<size_t>(from)]->release();
+    postFrom(to, dst, bytes, out);
+    return chorusSuccess;
+  }
   // Forward first, then copy out: the next rank works on the piece while we copy it (fusing
   // both copies into one pass, as recvReduceCopySend does, held the piece back until both
   // were written: broadcast np 2 at 256 KiB took 18.7 us against 5.8; docs/PERF.md).
@@ -169,8 +209,12 @@ chorusResult_t Prims::copySend(int to, const void* src, void* dst, size_t count)
   void* out;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(acquireOut(to, &out));
-  slotCopy(out, src, bytes);  // send first, then our own copy (see recvCopySend)
-  comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  if (fromUser(to)) {
+    postFrom(to, src, bytes, out);
+  } else {
+    slotCopy(out, src, bytes);  // send first, then our own copy (see recvCopySend)
+    comm_->sendConn[static_cast<size_t>(to)]->post(bytes);
+  }
   if (dst && dst != src) kernels::copy(dst, src, bytes, streaming_);
   return chorusSuccess;
 }
@@ -184,13 +228,23 @@ chorusResult_t Prims::recvCopySendMany(int from, const int* to, int nto, void* d
   const void* in;
   const size_t bytes = count * elem_;
   CHORUS_CHECK(waitIn(from, bytes, &in));
+  // Where every child's connection sends from the user's memory: one copy, into dst.
+  bool copied = false;
+  if (dst && nto > 0 && fromUser(to[0])) {
+    kernels::copy(dst, in, bytes, false);
+    copied = true;
+  }
   for (int i = 0; i < nto; ++i) {
     void* out;
     CHORUS_CHECK(acquireOut(to[i], &out));
+    if (copied && fromUser(to[i])) {
+      postFrom(to[i], dst, bytes, out);
+      continue;
+    }
     std::memcpy(out, in, bytes);
     comm_->sendConn[static_cast<size_t>(to[i])]->post(bytes);
   }
-  if (dst) kernels::copy(dst, in, bytes, streaming_);
+  if (dst && !copied) kernels::copy(dst, in, bytes, streaming_);
   comm_->recvConn[static_cast<size_t>(from)]->release();
   return chorusSuccess;
 }

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "src/comm/comm.h"
 #include "kernels/host/host_reduce.h"
@@ -37,6 +38,16 @@ class Prims {
   /// cache (src/tuning/slot_stores.h: faster where the two cores are far apart; the ring
   /// all-reduce, the ring all-gather and all-to-all choose per call: runWithSlotStores).
   void setSlotStreaming(bool on) { slotStreaming_ = on; }
+
+  /// Lets sends leave their bytes in the caller's memory where the connection can send
+  /// from it (SendConn::postFrom: tcp): whoever allows it must call settleSends() before
+  /// the call returns. The algorithms write no byte they sent before the call ends, except
+  /// bytes whose replacement the peer computes from them (so the kernel has them already).
+  void allowSendFromUser() { fromUserAllowed_ = true; }
+  /// The end of a call that allowed sends from the caller's memory (`r`: how it went):
+  /// waits until the connections hold none of it, or, after a failure, makes sure they
+  /// never read it again (SendConn::abandon). Returns r, or the error that waiting met.
+  chorusResult_t settleSends(chorusResult_t r);
 
   /// slot(to) = pre?(src)
   chorusResult_t send(int to, const void* src, size_t count, bool pre);
@@ -70,6 +81,12 @@ class Prims {
   chorusResult_t waitIn(int from, size_t bytes, const void** slot);
   chorusResult_t acquireOut(int to, void** slot);
   chorusResult_t failed(chorusResult_t r, const char* doing, int peer);
+  /// Whether a send to `to` may leave its bytes where they are (allowSendFromUser).
+  bool fromUser(int to) const {
+    return fromUserAllowed_ && comm_->sendConn[static_cast<size_t>(to)]->sendsFromUser();
+  }
+  /// Posts the acquired `slot` to `to` with its bytes read from `src` (fromUser(to)).
+  void postFrom(int to, const void* src, size_t bytes, void* slot);
   /// A slot's bytes, written the way setSlotStreaming() said.
   void slotCopy(void* slot, const void* src, size_t bytes) const {
     if (slotStreaming_)
@@ -85,6 +102,8 @@ class Prims {
   uint64_t seq_;
   bool streaming_;
   bool slotStreaming_ = false;
+  bool fromUserAllowed_ = false;
+  std::vector<int> fromUserPeers_;  // peers posted to with postFrom, to settle
   std::atomic<int32_t> ownNote_{-1};
   std::atomic<int32_t>* waitNote_ = &ownNote_;
 };

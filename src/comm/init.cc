@@ -187,6 +187,7 @@ void fillTransportOptions(TransportContext* ctx) {
                        : std::max<int64_t>(paramInt(Param::TcpBusyPollUs), 0) * 1000;
   tcp.pollMaxBytes = paramInt(Param::TcpPollMaxBytes);
   tcp.pairLane = paramInt(Param::TcpPairLane) != 0;
+  tcp.sendFromUser = paramInt(Param::TcpSendFromUser) != 0;
   tcp.congestion = paramString(Param::TcpCongestion);
   tcp.timeoutNs = timeoutS * 1000000000ll;
   RdmaOptions& rdma = ctx->rdma;

@@ -141,6 +141,10 @@ const ParamInfo kParams[] = {
      "1: the higher rank of a pair sends its TCP messages that fit one segment on the lower "
      "rank's socket, so small messages of both directions share a socket and their ACKs ride "
      "on data; 0: every rank sends only on the sockets it opened."},
+    {"CHORUS_TCP_SEND_FROM_USER", "1",
+     "1: collectives over TCP hand the kernel their pieces where they lie (the caller's "
+     "buffers), and a call returns once the kernel has taken them; 0: each piece is copied "
+     "into a send slot first."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -63,6 +63,7 @@ enum class Param : int {
   SpinBusyNs,          // CHORUS_SPIN_BUSY_NS
   TcpPieceMin,         // CHORUS_TCP_PIECE_MIN
   TcpPairLane,         // CHORUS_TCP_PAIR_LANE
+  TcpSendFromUser,     // CHORUS_TCP_SEND_FROM_USER
   Count
 };
 

@@ -16,7 +16,12 @@
 //     static Ring& ring(Channel*);           static Ring& ring(Channel*);
 //     static uint64_t freed(Channel*);       static uint64_t arrived(Channel*);   // acquire
 //     static void posted(Channel*, u64);     static void released(Channel*, u64);
-//   };                                     };
+//     static bool sendsFromUser(Channel*);   };
+//     static void abandon(Channel*, const char* what, chorusResult_t why);
+//   };
+//
+// sendsFromUser: the channel reads a message posted with postFrom from the caller's memory
+// (Ring::data), not its slot; abandon: fail the channel so that it reads none of it again.
 //
 // Ring: slotBytes, depth, index(seq), slot(seq), sizes[], flags[]. Channel derives from
 // proxied::ChannelHealth. posted/released publish the new count and wake the progress
@@ -82,6 +87,32 @@ class SendEnd final : public SendConn {
   }
 
   void post(size_t bytes) override { publish(bytes, 0); }
+
+  bool sendsFromUser() const override { return Side::sendsFromUser(c_); }
+  void postFrom(const void* src, size_t bytes, void* slot) override {
+    if (!Side::sendsFromUser(c_)) {
+      std::memcpy(slot, src, bytes);
+      publish(bytes, 0);
+      return;
+    }
+    publish(bytes, 0, static_cast<const char*>(src));
+  }
+  /// Everything posted is in the transport's hands (tcp: the kernel's) once freed.
+  chorusResult_t flush(const WaitCtx& w) override {
+    if (freedCache_ >= head_) return chorusSuccess;
+    Channel* c = c_;
+    chorusResult_t r = waitUntil(
+        [c, this] {
+          freedCache_ = Side::freed(c);
+          return freedCache_ >= head_ || !c->healthy();
+        },
+        w, c->bell);
+    if (r != chorusSuccess) return r;
+    return freedCache_ >= head_ ? chorusSuccess : c_->raise(w.what);
+  }
+  void abandon(const char* what, chorusResult_t why) override {
+    if (Side::freed(c_) < head_) Side::abandon(c_, what, why);
+  }
   size_t llMaxBytes() const override { return llMax_; }
 
   chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override {
@@ -104,11 +135,12 @@ class SendEnd final : public SendConn {
   }
 
  private:
-  void publish(size_t bytes, uint8_t flags) {
+  void publish(size_t bytes, uint8_t flags, const char* from = nullptr) {
     auto& ring = Side::ring(c_);
     const size_t i = ring.index(head_);
     ring.sizes[i] = static_cast<uint32_t>(bytes);
     ring.flags[i] = flags;
+    ring.refs[i] = from;
     ++head_;
     Side::posted(c_, head_);
   }

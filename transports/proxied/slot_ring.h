@@ -24,6 +24,9 @@ struct SlotRing {
   int depth = 0;
   std::vector<uint32_t> sizes;
   std::vector<uint8_t> flags;
+  /// Send side, transports that send from the caller's memory (SendConn::postFrom): where
+  /// a posted message's bytes are; null: in its slot.
+  std::vector<const char*> refs;
 
   /// False when the memory cannot be had (the caller reports it).
   bool allocate(size_t slot, int d) {
@@ -35,6 +38,7 @@ struct SlotRing {
     mem.reset(static_cast<char*>(p));
     sizes.assign(static_cast<size_t>(d), 0);
     flags.assign(static_cast<size_t>(d), 0);
+    refs.assign(static_cast<size_t>(d), nullptr);
     return true;
   }
   /// Faults the slots' pages in now rather than on a collective's first pass over each
@@ -52,6 +56,11 @@ struct SlotRing {
     return static_cast<size_t>(seq % static_cast<uint64_t>(depth));
   }
   char* slot(uint64_t seq) { return mem.get() + index(seq) * slotBytes; }
+  /// Where message `seq`'s bytes are: the caller's memory it was posted from, or its slot.
+  const char* data(uint64_t seq) {
+    const char* r = refs[index(seq)];
+    return r ? r : slot(seq);
+  }
 };
 
 }  // namespace proxied

@@ -22,6 +22,9 @@ struct SendSide {
     c->sendHead.store(head, std::memory_order_release);
     c->proxy->kick(c);
   }
+  /// The NIC writes from registered slots only: postFrom copies.
+  static bool sendsFromUser(Channel*) { return false; }
+  static void abandon(Channel*, const char*, chorusResult_t) {}
 };
 
 struct RecvSide {

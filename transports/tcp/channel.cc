@@ -77,7 +77,8 @@ void SendChannel::progress() {
       if (k.hdrDone < sizeof(k.hdr))
         iov[niov++] = {reinterpret_cast<char*>(&k.hdr) + k.hdrDone, sizeof(k.hdr) - k.hdrDone};
       if (k.dataDone < k.hdr.len)
-        iov[niov++] = {ring.slot(k.hdr.seq) + k.hdr.offset + k.dataDone, k.hdr.len - k.dataDone};
+        iov[niov++] = {const_cast<char*>(ring.data(k.hdr.seq)) + k.hdr.offset + k.dataDone,
+                       k.hdr.len - k.dataDone};
       ssize_t w = 0;
       if (niov > 0) {
         msghdr m{};

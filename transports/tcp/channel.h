@@ -83,6 +83,9 @@ struct SendChannel : Channel {
   int lane = -1;               // index of the pair lane in socks; -1: none
   size_t laneMaxBytes = 0;     // messages up to this size take the lane
   bool peerReadsLane = false;  // the peer's connect info: it would read our lane
+  /// SendConn::postFrom leaves the bytes where the caller has them; sendmsg reads them
+  /// there (CHORUS_TCP_SEND_FROM_USER). Set before activation.
+  bool sendFromUser = true;
 
   /// Sockets that stripe a message (the lane is not one of them).
   int ownSocks() const { return lane >= 0 ? lane : static_cast<int>(socks.size()); }

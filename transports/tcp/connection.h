@@ -32,6 +32,15 @@ struct SendSide {
     // raises EPOLLOUT later and the progress thread writes the rest.
     if (!c->drive()) c->proxy->kick(c);
   }
+  static bool sendsFromUser(SendChannel* c) { return c->sendFromUser; }
+  /// Under the driving lock, so no pass over the sockets is reading the caller's memory
+  /// while the channel fails, and none starts after it (progress() checks health first).
+  static void abandon(SendChannel* c, const char* what, chorusResult_t why) {
+    std::lock_guard<std::mutex> g(c->driving);
+    if (c->drained()) return;
+    c->markFailed(why, std::string("messages to ") + c->peerDesc + " were left unsent when " +
+                           (what ? what : "a call") + " failed");
+  }
 };
 
 struct RecvSide {

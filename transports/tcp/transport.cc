@@ -136,6 +136,7 @@ chorusResult_t TcpTransport::connect(const TransportContext& ctx, int peer, cons
   populateRing(&sc->ring);
   sc->stripesLeft.assign(static_cast<size_t>(depth_), 0);
   sc->minStripe = opt_.minStripe;
+  sc->sendFromUser = opt_.sendFromUser;
   sc->socks.resize(static_cast<size_t>(opt_.nsocks));
   char what[192];
   snprintf(what, sizeof(what), "the TCP listener of %s", desc);

@@ -420,6 +420,11 @@ struct GBuf {
     for (size_t k = 0; k < kGuard; ++k) data[n + k] = guardByte(k + 7);
   }
   ~GBuf() {
+    // A library that still reads a buffer after its call returned (a send left queued on
+    // it, a peer's single copy from it) now reads this instead, and that peer's check of
+    // the case fails. The barrier keeps the compiler from dropping the stores before free.
+    std::memset(data, 0xEE, bytes);
+    __asm__ __volatile__("" : : "r"(data) : "memory");
     if (!regComm) {
       std::free(base);
       return;

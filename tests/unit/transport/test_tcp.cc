@@ -551,6 +551,109 @@ TEST(TcpTransport, ASenderMayPostAndLeaveAtOnce) {
   }
 }
 
+// Posts messages 0..count-1 (sendMessages' sizes and bytes) with postFrom, all from one
+// buffer of the caller's, `user`, where their bytes stay until flush().
+void postFromUser(SendConn* c, std::vector<unsigned char>* user, int count) {
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (int m = 0; m < count; ++m) total += sizeOf(m);
+  user->assign(total, 0);
+  size_t off = 0;
+  for (int m = 0; m < count; ++m) {
+    for (size_t i = 0; i < sizeOf(m); ++i) (*user)[off + i] = pattern(m, i);
+    offsets.push_back(off);
+    off += sizeOf(m);
+  }
+  for (int m = 0; m < count; ++m) {
+    void* slot;
+    EXPECT_EQ(c->acquire(&slot, waitFor(kLong)), chorusSuccess) << threadLastError();
+    c->postFrom(user->data() + offsets[static_cast<size_t>(m)], sizeOf(m), slot);
+  }
+}
+
+TEST(TcpTransport, SendsFromTheCallersMemoryUntilFlushed) {
+  // 4 KiB socket buffers and a receiver that comes late: most messages are still in the
+  // caller's memory when the last is posted. flush() returns once the kernel has all of
+  // them; what the caller writes afterwards must not reach the receiver.
+  for (bool fromUser : {true, false}) {
+    SCOPED_TRACE(fromUser ? "sending from the caller's memory" : "copying into slots");
+    tcp::Options o = opts(2);
+    o.sockBuf = 4096;
+    o.sendFromUser = fromUser;
+    Net net(2, o);
+    net.connectAll();
+    EXPECT_EQ(net.s(0, 1)->sendsFromUser(), fromUser);
+    std::vector<unsigned char> user;
+    std::thread receiver([&] {
+      usleep(20000);
+      recvMessages(net.r(1, 0), 120);
+    });
+    postFromUser(net.s(0, 1), &user, 120);
+    EXPECT_EQ(net.s(0, 1)->flush(waitFor(kLong)), chorusSuccess) << threadLastError();
+    std::fill(user.begin(), user.end(), 0xEE);
+    receiver.join();
+    net.s(0, 1)->abandon("test", chorusTimeout);  // flushed: nothing to give up
+    EXPECT_EQ(net.s(0, 1)->check("test"), chorusSuccess);
+  }
+}
+
+TEST(TcpTransport, AbandonedSendsFailTheConnectionAndAreNeverRead) {
+  // A receiver that does not read: the sender's FIFO and socket fill, flush() times out,
+  // and abandon() fails the connection with the call's error. Whatever the caller writes
+  // afterwards never arrives: every message the receiver completes is the original.
+  tcp::Options o = opts(1);
+  o.sockBuf = 4096;
+  Net net(2, o);
+  net.connectAll();
+  SendConn* s = net.s(0, 1);
+  std::vector<unsigned char> user;
+  postFromUser(s, &user, 3);  // the FIFO holds 4
+  // Fill what is left with ordinary messages until the sender stays blocked.
+  int64_t idleSince = nowNs();
+  int extra = 0;
+  while (nowNs() - idleSince < 100'000'000) {
+    void* slot = s->tryAcquire();
+    if (!slot) {
+      usleep(1000);
+      continue;
+    }
+    std::memset(slot, 0x5A, 4096);
+    s->post(4096);
+    ++extra;
+    idleSince = nowNs();
+  }
+  EXPECT_EQ(s->flush(waitFor(50'000'000)), chorusTimeout);
+  s->abandon("all_reduce #9", chorusTimeout);
+  EXPECT_EQ(s->check("test"), chorusTimeout);
+  const std::string err = threadLastError();
+  EXPECT_NE(err.find("left unsent when all_reduce #9 failed"), std::string::npos) << err;
+  std::fill(user.begin(), user.end(), 0xEE);
+  // The receiver now reads what made it into the kernel: whole messages only, each intact.
+  RecvConn* r = net.r(1, 0);
+  int got = 0;
+  int64_t quietSince = nowNs();
+  while (nowNs() - quietSince < 200'000'000) {
+    const void* in;
+    size_t bytes;
+    if (!r->test(&in, &bytes)) {
+      usleep(1000);
+      continue;
+    }
+    const auto* b = static_cast<const unsigned char*>(in);
+    if (got < 3) {
+      ASSERT_EQ(bytes, sizeOf(got));
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(b[i], pattern(got, i)) << "byte " << i;
+    } else {
+      ASSERT_EQ(bytes, 4096u);
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(b[i], 0x5A) << "byte " << i;
+    }
+    r->release();
+    ++got;
+    quietSince = nowNs();
+  }
+  EXPECT_LT(got, 3 + extra);  // the last ones were given up
+}
+
 TEST(TcpTransport, StrangersAtTheListenerAreRejectedAndPeersStillConnect) {
   Net net(2, opts(2));
   SockAddr target;
