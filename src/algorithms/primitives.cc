@@ -80,7 +80,7 @@ chorusResult_t Prims::settleSends(chorusResult_t r) {
     if (r == chorusSuccess) {
       const chorusResult_t f = c.flush(w_);
       if (f == chorusSuccess) continue;
-      r = failed(f, "handing its last pieces over for", to);
+      r = failed(f, "sending its last pieces to", to);
     }
     c.abandon(w_.what, r);
   }
