@@ -2,6 +2,8 @@
 // proxied transport shares (proxied/fifo_ends.h) over a tcp channel's counters.
 #pragma once
 
+#include <sys/socket.h>
+
 #include "transports/proxied/fifo_ends.h"
 #include "transports/tcp/channel.h"
 #include "transports/tcp/proxy.h"
@@ -35,11 +37,16 @@ struct SendSide {
   static bool sendsFromUser(SendChannel* c) { return c->sendFromUser; }
   /// Under the driving lock, so no pass over the sockets is reading the caller's memory
   /// while the channel fails, and none starts after it (progress() checks health first).
+  /// Our direction of each socket is shut, so the peer, which may be waiting for the
+  /// rest of a message, learns at once that none will come (a close mid-message fails
+  /// its receive) instead of at its deadline.
   static void abandon(SendChannel* c, const char* what, chorusResult_t why) {
     std::lock_guard<std::mutex> g(c->driving);
     if (c->drained()) return;
     c->markFailed(why, std::string("messages to ") + c->peerDesc + " were left unsent when " +
                            (what ? what : "a call") + " failed");
+    for (auto& k : c->socks)
+      if (k.fd.valid()) ::shutdown(k.fd.get(), SHUT_WR);
   }
 };
 

@@ -652,6 +652,12 @@ TEST(TcpTransport, AbandonedSendsFailTheConnectionAndAreNeverRead) {
     quietSince = nowNs();
   }
   EXPECT_LT(got, 3 + extra);  // the last ones were given up
+  // The sender shut its side: the receiver is told now, not at its deadline.
+  const void* in;
+  size_t bytes;
+  const int64_t t0 = nowNs();
+  EXPECT_EQ(r->wait(&in, &bytes, waitFor(kLong)), chorusRemoteError) << threadLastError();
+  EXPECT_LT(nowNs() - t0, 5'000'000'000ll);
 }
 
 TEST(TcpTransport, StrangersAtTheListenerAreRejectedAndPeersStillConnect) {
