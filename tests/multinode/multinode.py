@@ -13,7 +13,8 @@ Cases:
                   collective, types, ops, in/out-of-place) plus 64 MiB float sums; the
                   INFO log must show shm between ranks of a host and tcp across hosts.
   chorusrun_4x1   the same on 4 hosts x 1 rank (every pair over tcp).
-  mpirun_2x2      Open MPI's mpirun with the cluster's rsh agent; ranks meet through MPI.
+  mpirun_2x2      Open MPI's mpirun with the cluster's rsh agent; ranks meet through MPI;
+                  the collective matrix (the 64 MiB runs are chorusrun_2x2's).
   mpirun_4x1
   slurm           a real Slurm on 3 hosts: srun -N 3 -n 6 all_reduce_perf -c 1 and an
                   sbatch script with no CHORUS_INIT, and mpirun inside salloc.
@@ -32,7 +33,7 @@ Cases:
   loss            5% of the packets arriving on every host dropped (iptables statistic in
                   the host namespaces): 1000 random collectives (coll_stress --from-env,
                   up to 1 MiB) on 2 hosts x 2 ranks complete with correct results.
-  loss_delay      300 of those collectives with 5% loss and 5 ms delay on every host's
+  loss_delay      200 of those collectives with 5% loss and 5 ms delay on every host's
                   incoming packets: no netem here, so the case's own tests/multinode/netdelay
                   (libnetfilter-queue) runs inside each host and holds the packets an
                   `iptables -j NFQUEUE` rule on INPUT hands it; `ping -U` (user-to-user
@@ -270,10 +271,9 @@ def case_mpirun(c, per_host):
     _, out, _, took = c.mpirun(spec, n, [coll] + MATRIX_ARGS)
     expect(out.count("-> PASS") == n, "want %d PASS lines:\n%s" % (n, out[-3000:]))
     log("matrix passed under mpirun on %d ranks in %.1f s" % (n, took))
-    for big in BIG_RUNS:
-        _, out, _, took = c.mpirun(spec, n, [coll] + big)
-        expect(out.count("-> PASS") == n, "64 MiB cases: want %d PASS lines:\n%s" % (n, out[-3000:]))
-        log("64 MiB cases (%s) under mpirun passed in %.1f s" % (big[1], took))
+    # What mpirun changes is the launch (ranks, sizes and the rendezvous from Open MPI's
+    # environment): the matrix shows it. The 64 MiB runs move the same bytes the same way
+    # as under chorusrun (case_chorusrun, same shapes) and took 17 of this case's 19 s.
 
 
 PERF_ARGS = ["-b", "8", "-e", "8M", "-f", "8", "-n", "3", "-w", "1", "-c", "1"]
@@ -574,9 +574,9 @@ def case_loss_delay(c):
             netns_iptables(c, h, ["-I", LOSS_RULE[0], "1"] + LOSS_RULE[1:])
             rules.append((h, LOSS_RULE))
         log("dropping 5% of the packets arriving on eth0 of every host")
-        # 300 calls (about 30 s here): each waits out several delayed round trips, and the
+        # 200 calls (about 25 s here): each waits out several delayed round trips, and the
         # 1000 of case 'loss' took 100 s under the delay (CI must stay under 30 minutes).
-        stress_under_loss(c, "5%% loss and %d ms delay" % DELAY_MS, 300)
+        stress_under_loss(c, "5%% loss and %d ms delay" % DELAY_MS, 200)
     finally:
         for h, rule in rules:
             subprocess.run(["ip", "netns", "exec", c.hosts[h], "iptables", "-D"] + rule,

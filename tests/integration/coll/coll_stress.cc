@@ -3,6 +3,7 @@
 //
 //   coll_stress [--calls N] [--ranks R] [--seed S] [--max-bytes B]
 //   coll_stress --from-env [--calls N] [--seed S] [--max-bytes B]
+//   (COLL_STRESS_CALLS and COLL_STRESS_SEED in the environment override --calls and the seed)
 //
 // With --from-env the process is one rank (chorusCommInitFromEnv: chorusrun, or the
 // CHORUS_RANK/CHORUS_WORLD_SIZE/CHORUS_INIT a test sets) and runs the same sequence; the
@@ -136,6 +137,8 @@ int main(int argc, char** argv) {
     }
   }
   if (const char* s = std::getenv("COLL_STRESS_SEED")) seed = std::strtoull(s, nullptr, 0);
+  // A tree where every call is slow (TSan) may ask for fewer calls than the test's own.
+  if (const char* s = std::getenv("COLL_STRESS_CALLS")) calls = std::atol(s);
   if (fromEnv) return runFromEnv(calls, seed, maxBytes);
   std::vector<chorusComm_t> comms(static_cast<size_t>(nranks), nullptr);
   if (chorusCommInitAll(comms.data(), nranks, nullptr) != chorusSuccess) {
