@@ -58,14 +58,7 @@ class SendEnd final : public SendConn {
   chorusResult_t acquire(void** slot, const WaitCtx& w) override {
     const uint64_t depth = static_cast<uint64_t>(Side::ring(c_).depth);
     if (head_ - freedCache_ >= depth) {
-      Channel* c = c_;
-      const uint64_t want = head_ - depth + 1;
-      chorusResult_t r = waitUntil(
-          [c, want, this] {
-            freedCache_ = Side::freed(c);
-            return freedCache_ >= want || !c->healthy();
-          },
-          w, c->bell);
+      chorusResult_t r = waitFreed(head_ - depth + 1, w);
       if (r != chorusSuccess) return r;
     }
     // Nothing posted to a dead peer can arrive: stop the caller now rather than at its
@@ -100,19 +93,12 @@ class SendEnd final : public SendConn {
   /// Everything posted is in the transport's hands (tcp: the kernel's) once freed.
   chorusResult_t flush(const WaitCtx& w) override {
     if (freedCache_ >= head_) return chorusSuccess;
-    Channel* c = c_;
-    chorusResult_t r = waitUntil(
-        [c, this] {
-          freedCache_ = Side::freed(c);
-          return freedCache_ >= head_ || !c->healthy();
-        },
-        w, c->bell);
+    chorusResult_t r = waitFreed(head_, w);
     if (r != chorusSuccess) return r;
     return freedCache_ >= head_ ? chorusSuccess : c_->raise(w.what);
   }
-  void abandon(const char* what, chorusResult_t why) override {
-    if (Side::freed(c_) < head_) Side::abandon(c_, what, why);
-  }
+  /// The Side looks, under its own lock, whether anything is still unsent.
+  void abandon(const char* what, chorusResult_t why) override { Side::abandon(c_, what, why); }
   size_t llMaxBytes() const override { return llMax_; }
 
   chorusResult_t sendLL(const void* data, size_t bytes, const WaitCtx& w) override {
@@ -135,6 +121,17 @@ class SendEnd final : public SendConn {
   }
 
  private:
+  /// Waits until `want` messages are freed or the channel fails (freedCache_ says which).
+  chorusResult_t waitFreed(uint64_t want, const WaitCtx& w) {
+    Channel* c = c_;
+    return waitUntil(
+        [c, want, this] {
+          freedCache_ = Side::freed(c);
+          return freedCache_ >= want || !c->healthy();
+        },
+        w, c->bell);
+  }
+
   void publish(size_t bytes, uint8_t flags, const char* from = nullptr) {
     auto& ring = Side::ring(c_);
     const size_t i = ring.index(head_);

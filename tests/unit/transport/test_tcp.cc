@@ -554,20 +554,17 @@ TEST(TcpTransport, ASenderMayPostAndLeaveAtOnce) {
 // Posts messages 0..count-1 (sendMessages' sizes and bytes) with postFrom, all from one
 // buffer of the caller's, `user`, where their bytes stay until flush().
 void postFromUser(SendConn* c, std::vector<unsigned char>* user, int count) {
-  std::vector<size_t> offsets;
   size_t total = 0;
   for (int m = 0; m < count; ++m) total += sizeOf(m);
-  user->assign(total, 0);
+  user->assign(total, 0);  // whole before the first post: posted pieces must not move
   size_t off = 0;
   for (int m = 0; m < count; ++m) {
-    for (size_t i = 0; i < sizeOf(m); ++i) (*user)[off + i] = pattern(m, i);
-    offsets.push_back(off);
-    off += sizeOf(m);
-  }
-  for (int m = 0; m < count; ++m) {
+    const size_t bytes = sizeOf(m);
+    for (size_t i = 0; i < bytes; ++i) (*user)[off + i] = pattern(m, i);
     void* slot;
     EXPECT_EQ(c->acquire(&slot, waitFor(kLong)), chorusSuccess) << threadLastError();
-    c->postFrom(user->data() + offsets[static_cast<size_t>(m)], sizeOf(m), slot);
+    c->postFrom(user->data() + off, bytes, slot);
+    off += bytes;
   }
 }
 
