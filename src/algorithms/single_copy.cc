@@ -33,9 +33,11 @@
 namespace chorus {
 namespace {
 
-// All-reduce swaps descriptors only from this size: the swap (~0.2 us) is then under 1% of
-// the call, and calls on unregistered buffers fall back to the FIFO ring after it.
-constexpr size_t kAllReduceSingleCopyMin = 256 * 1024;
+// All-reduce swaps descriptors only from this size: the swap (~0.2 us) is then a few percent
+// of the call at most, and calls whose deciding rank chose the FIFO fall back to it after
+// the swap. Below it the LL path runs. Measured (np 2, Intel Xeon, CMA forced against the
+// default): 32-128 KiB 1.2-1.4x faster through CMA, 16 KiB 5-10% slower.
+constexpr size_t kAllReduceSingleCopyMin = 64 * 1024;
 
 struct Desc {
   BufRef send;
@@ -325,19 +327,30 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
   return chorusSuccess;
 }
 
-// CMA's all-reduce copies each peer's input share through scratch in pieces of this size, so
-// what the reduction reads back is still in this core's cache.
+// CMA's all-reduce reads each peer's input share through scratch in pieces of this size, so
+// what the reduction reads back is still in this core's cache, and writes each reduced piece
+// to the peers while it is still there.
 constexpr size_t kCmaReducePiece = 256 * 1024;
 
 // Share q (cache-line aligned) is reduced by rank q alone, its own input first and then the
-// others' in rank order, so every rank ends with the same bits; then every rank copies the
-// other shares from their owners' outputs. Where every buffer is registered, the reduction
-// reads peers' inputs in place through their mappings (reduce once, copy once: the memory
-// floor's own count). Otherwise, where the deciding rank chose CMA (CHORUS_CMA_MAX), each
-// peer's share is first copied into scratch in pieces (a cache-resident write), and the
-// other shares are copied by the kernel straight into the output: one write of the output
-// fewer than the FIFO ring, which stages the reduced shares through slots. In place, rank
-// q writes only share q of its buffer before the first "done", and no peer reads that.
+// others' in rank order, so every rank ends with the same bits.
+//
+// Registered buffers (every one mapped): the reduction reads peers' inputs in place through
+// their mappings, then, after a "done" from every rank, each rank copies the other shares
+// from their owners' outputs (reduce once, copy once: the memory floor's own count).
+//
+// CMA (the deciding rank chose it, CHORUS_CMA_MAX): piece by piece, the kernel copies each
+// peer's input piece into scratch, the reduction folds it into our output, and the kernel
+// writes the reduced piece into every peer's output at once ("push"): the piece is read
+// back from this core's cache, and no rank waits for the others between reducing and
+// copying, so one "done" ends the call. Measured against reading the owners' outputs
+// after a first "done" (np 2, Intel Xeon, docs/PERF.md "Pushing the reduced shares"):
+// 1.1-1.6x out of place and 1.5-2x in place from 256 KiB. Every output byte is still
+// written once; the FIFO ring writes it twice (slot, output).
+//
+// In place, peer p reads and writes only share p of our buffer, and reads each of its
+// pieces before it writes it; we read and write only share q. So no byte is read after a
+// peer overwrote it.
 chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   const std::vector<int> to = s.others(), from = s.othersFrom();
   CHORUS_CHECK(s.swap(to, from, true, true));
@@ -351,7 +364,8 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   auto first = [&](size_t q) { return std::min(q * share, count); };
   auto len = [&](size_t q) { return std::min((q + 1) * share, count) - first(q); };
   const kernels::ReduceSpec& spec = s.a_.spec;
-  const unsigned streaming = plan.streaming ? kernels::kStreaming : 0u;
+  // Streaming stores only where nothing reads the output back (the pushed pieces are).
+  const unsigned streaming = plan.streaming && mapped ? kernels::kStreaming : 0u;
   const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
   const char* in = static_cast<const char*>(s.a_.sendbuf);
   char* out = static_cast<char*>(s.a_.recvbuf);
@@ -382,20 +396,20 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
       kernels::reduce(spec, out + off, started ? out + off : in + off, theirs, cnt, pre | last);
       started = true;
     }
+    if (!mapped)
+      for (int peer : to)
+        CHORUS_CHECK(peerMemWrite(s.comm_, peer, s.of(peer).recv, off, out + off, cnt * elem));
   }
-  CHORUS_CHECK(s.finish(to, from));  // every share reduced: outputs may be read
-  for (int peer : from) {
-    const size_t q = static_cast<size_t>(peer);
-    if (mapped) {
+  if (mapped) {
+    CHORUS_CHECK(s.finish(to, from));  // every share reduced: outputs may be read
+    for (int peer : from) {
+      const size_t q = static_cast<size_t>(peer);
       char* theirs;
       CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, first(q) * elem, &theirs));
       kernels::copy(out + first(q) * elem, theirs, len(q) * elem, plan.streaming);
-    } else {
-      CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).recv, first(q) * elem,
-                               out + first(q) * elem, len(q) * elem));
     }
   }
-  CHORUS_CHECK(s.finish(to, from));  // nobody reads our output any more
+  CHORUS_CHECK(s.finish(to, from));  // nobody reads or writes our buffers any more
   *done = true;
   return chorusSuccess;
 }

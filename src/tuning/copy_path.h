@@ -1,5 +1,5 @@
 // copy_path.h — how a same-host all-gather, all-to-all, broadcast, gather or scatter (or an
-// all-reduce from 256 KiB) on buffers that are not registered moves its bytes: twice
+// all-reduce from 64 KiB) on buffers that are not registered moves its bytes: twice
 // through the shared FIFO (into a slot, out of it, pipelined) or once, by
 // process_vm_readv/writev (CMA: the kernel pins the peer's pages and copies).
 //
