@@ -208,7 +208,7 @@ class SingleCopy {
 };
 
 // Every rank reads block `rank` (all-to-all) or the whole input (all-gather) of every other.
-chorusResult_t allToAllLike(SingleCopy& s, bool* done) {
+chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   const bool a2a = s.a_.coll == Coll::AllToAll;
   const std::vector<int> to = s.others(), from = s.othersFrom();
   CHORUS_CHECK(s.swap(to, from, true, false));
@@ -219,7 +219,14 @@ chorusResult_t allToAllLike(SingleCopy& s, bool* done) {
   const char* in = static_cast<const char*>(s.a_.sendbuf);
   const size_t mine = static_cast<size_t>(s.rank_);
   const char* own = a2a ? in + mine * b : in;
-  if (out + mine * b != own) std::memmove(out + mine * b, own, b);
+  // Our own block: streaming stores where the plan says the output is too large to stay
+  // in cache (CHORUS_NT_THRESHOLD; all-gather np 2, 16 MiB: 1874 against 2185 us).
+  if (out + mine * b != own) {
+    if (plan.streaming)
+      kernels::copy(out + mine * b, own, b, true);
+    else
+      std::memmove(out + mine * b, own, b);
+  }
   for (int peer : from)
     CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).send, a2a ? mine * b : 0,
                              out + static_cast<size_t>(peer) * b, b));
@@ -445,7 +452,7 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
   SingleCopy s(comm, a, p, seq, resultBytes, call);
   switch (a.coll) {
     case Coll::AllGather:
-    case Coll::AllToAll: return allToAllLike(s, done);
+    case Coll::AllToAll: return allToAllLike(s, plan, done);
     case Coll::Broadcast: return broadcast(s, done);
     case Coll::Gather: return gather(s, plan, done);
     case Coll::Scatter: return scatter(s, done);
