@@ -66,23 +66,4 @@ for r in $(seq 1 "$ROUNDS"); do
   fi
 done
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; $NP ranks ($HLIST); FLAGS: $FLAGS; $ROUNDS rounds"
-python3 - "$TMP" "$@" <<'PY'
-import csv, glob, statistics, sys
-tmp, names = sys.argv[1], sys.argv[2:]
-t = {}
-for f in glob.glob(tmp + "/*.csv"):
-    who = f.split("/")[-1].split(".")[0]
-    for row in csv.reader(open(f)):
-        if row and row[0] != "collective" and row[8] == "out-of-place":
-            t.setdefault(who, {}).setdefault(int(row[3]), []).append(float(row[9]))
-whos = ["v%d" % (i + 1) for i in range(len(names))] + (["mpi"] if "mpi" in t else [])
-for i, n in enumerate(names):
-    print("# v%d = %s" % (i + 1, n))
-print("%10s " % "bytes" + " ".join("%26s" % w for w in whos))
-for s in sorted(t.get("v1", {})):
-    cells = []
-    for w in whos:
-        v = t.get(w, {}).get(s, [])
-        cells.append("%.1f [%s]" % (statistics.median(v), ",".join("%.0f" % x for x in v)) if v else "-")
-    print("%10d " % s + " ".join("%26s" % c for c in cells))
-PY
+python3 "$HERE/ab_table.py" "$TMP" "$@"
