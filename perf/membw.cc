@@ -29,6 +29,9 @@
 //             call.
 //   floor     the lower of the two: the busbw no design can beat on this machine.
 //
+// chorus_membw --cma [size ...] prints memcpy against the kernel's cross-process copy
+// (process_vm_readv, CMA), with 4 KiB pages and with transparent huge pages (membw_cma.cc).
+//
 // chorus_membw --pingpong prints instead the round trip of one cache line between two
 // threads on the first two CPUs this process may run on (median of 15 batches, ns): on a
 // VM it tells how far apart the host placed the vCPUs, which moves every shared-memory
@@ -46,6 +49,8 @@
 #include <atomic>
 #include <thread>
 #include <vector>
+
+#include "perf/membw_cma.h"
 
 namespace {
 
@@ -347,6 +352,11 @@ int main(int argc, char** argv) {
     std::vector<size_t> sizes;
     for (int i = 2; i < argc; ++i) sizes.push_back(parseSize(argv[i]));
     return floorMain(sizes);
+  }
+  if (argc >= 2 && strcmp(argv[1], "--cma") == 0) {
+    std::vector<size_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(parseSize(argv[i]));
+    return cmaMain(sizes);
   }
   if (argc == 2 && strcmp(argv[1], "--pingpong") == 0) {
     const std::vector<int> cpus = twoCpus();
