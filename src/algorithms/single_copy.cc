@@ -14,9 +14,9 @@
 // blocks from the others, in gather every rank writes its block into the root's output,
 // in scatter every rank reads its block from the root's input, in broadcast the root
 // writes part of every receiver's output while the receivers read the rest, and in a large
-// all-reduce on registered buffers every rank reduces one share straight from all inputs
-// and then copies the other shares from their owners' outputs (reduce once, copy once:
-// the memory floor's own count, where the FIFO ring adds a staging copy).
+// all-reduce every rank reduces one share from all inputs and writes each reduced piece
+// into every rank's output (reduce once, write each output byte once, where the FIFO ring
+// adds a staging copy).
 // Whether a call runs here is decided from what every rank knows (size, CMA probe), and,
 // after step 1, from descriptors seen by both ends of every pair, so the ranks never
 // disagree; a buffer that cannot be reached falls back to the FIFO path.
@@ -334,26 +334,73 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
   return chorusSuccess;
 }
 
-// CMA's all-reduce reads each peer's input share through scratch in pieces of this size, so
-// what the reduction reads back is still in this core's cache, and writes each reduced piece
-// to the peers while it is still there.
-constexpr size_t kCmaReducePiece = 256 * 1024;
+// The all-reduce works in pieces of this size: CMA reads each peer's input piece into
+// scratch, so what the reduction reads back is still in this core's cache; both paths write
+// each reduced piece to the peers while it is still there.
+constexpr size_t kReducePiece = 256 * 1024;
+
+// One piece of our share on registered buffers: `partial` and `result` are scratch pieces
+// of `cnt` elements. The result goes to our output (in the same pass) and to every peer's.
+chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, size_t off, size_t cnt,
+                                 char* partial, char* result) {
+  const kernels::ReduceSpec& spec = s.a_.spec;
+  const size_t n = static_cast<size_t>(s.n_), me = static_cast<size_t>(s.rank_);
+  const size_t bytes = cnt * s.p_.elemSize();
+  const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
+  // Streaming stores where the plan says the output is too large to stay in cache, but not
+  // in place: there both outputs are lines this pass has just read (ours, and the peer's
+  // share of its input), so ordinary stores hit them in this core's cache, where a
+  // streaming store would evict them (np 2, 8 MiB in place: 725 against 1645 us).
+  const bool nt = plan.streaming && s.a_.sendbuf != s.a_.recvbuf;
+  const unsigned streaming = nt ? kernels::kStreaming : 0u;
+  char* out = static_cast<char*>(s.a_.recvbuf) + off;
+  const char* acc = static_cast<const char*>(s.a_.sendbuf) + off;  // no pre: folded below
+  if (spec.preMul) {
+    kernels::reduce(spec, partial, nullptr, acc, cnt, pre);
+    acc = partial;
+  }
+  for (size_t r = 0, folded = 1; r < n; ++r) {
+    if (r == me) continue;
+    char* theirs;
+    CHORUS_CHECK(
+        peerMemMapped(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send, off, &theirs));
+    if (++folded == n) {
+      kernels::reduceCopy(spec, result, out, acc, theirs, cnt,
+                          pre | kernels::kApplyPost | streaming);
+    } else {
+      kernels::reduce(spec, partial, acc, theirs, cnt, pre);
+      acc = partial;
+    }
+  }
+  for (int peer : s.others()) {
+    char* theirs;
+    CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, off, &theirs));
+    kernels::copy(theirs, result, bytes, nt);
+  }
+  return chorusSuccess;
+}
 
 // Share q (cache-line aligned) is reduced by rank q alone, its own input first and then the
-// others' in rank order, so every rank ends with the same bits.
+// others' in rank order, so every rank ends with the same bits. Piece by piece, rank q
+// reduces its share and at once writes the reduced piece into every peer's output ("push"):
+// the piece is read back from this core's cache, and no rank waits for the others between
+// reducing and copying, so one "done" ends the call. Every output byte is written once.
 //
-// Registered buffers (every one mapped): the reduction reads peers' inputs in place through
-// their mappings, then, after a "done" from every rank, each rank copies the other shares
-// from their owners' outputs (reduce once, copy once: the memory floor's own count).
+// Registered buffers (every one mapped): the reduction loads the peers' input pieces through
+// their mappings into a scratch piece, and writes our output from it in the same pass
+// (reduceCopy); plain stores then copy the scratch piece into the peers' mapped outputs.
+// Out of place, both outputs take streaming stores where the plan says the output is too
+// large to stay in cache; the scratch piece stays in cache. Per byte of the share that is
+// two inputs read and two outputs written, the least any schedule moves. Measured against
+// reducing the whole share into our output and copying the other shares from their owners'
+// outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "fifth stop"): 1.2-1.7x out
+// of place and 1.1-2.5x in place from 256 KiB.
 //
-// CMA (the deciding rank chose it, CHORUS_CMA_MAX): piece by piece, the kernel copies each
-// peer's input piece into scratch, the reduction folds it into our output, and the kernel
-// writes the reduced piece into every peer's output at once ("push"): the piece is read
-// back from this core's cache, and no rank waits for the others between reducing and
-// copying, so one "done" ends the call. Measured against reading the owners' outputs
-// after a first "done" (np 2, Intel Xeon, docs/PERF.md "Pushing the reduced shares"):
-// 1.1-1.6x out of place and 1.5-2x in place from 256 KiB. Every output byte is still
-// written once; the FIFO ring writes it twice (slot, output).
+// CMA (the deciding rank chose it, CHORUS_CMA_MAX): the kernel copies each peer's input
+// piece into scratch, the reduction folds it into our output, and the kernel writes the
+// reduced piece into every peer's output (process_vm_writev). Measured against reading the
+// owners' outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "Pushing the
+// reduced shares"): 1.1-1.6x out of place and 1.5-2x in place from 256 KiB.
 //
 // In place, peer p reads and writes only share p of our buffer, and reads each of its
 // pieces before it writes it; we read and write only share q. So no byte is read after a
@@ -371,50 +418,37 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   auto first = [&](size_t q) { return std::min(q * share, count); };
   auto len = [&](size_t q) { return std::min((q + 1) * share, count) - first(q); };
   const kernels::ReduceSpec& spec = s.a_.spec;
-  // Streaming stores only where nothing reads the output back (the pushed pieces are).
-  const unsigned streaming = plan.streaming && mapped ? kernels::kStreaming : 0u;
   const unsigned pre = spec.preMul ? kernels::kApplyPre : 0u;
   const char* in = static_cast<const char*>(s.a_.sendbuf);
   char* out = static_cast<char*>(s.a_.recvbuf);
-  const size_t pieceElems = mapped ? len(me) : std::max<size_t>(1, kCmaReducePiece / elem);
-  char* scratch =
-      mapped ? nullptr
-             : static_cast<char*>(s.comm_->scratch.get(s.comm_->scratch.a, pieceElems * elem));
+  const size_t pieceElems = std::max<size_t>(1, kReducePiece / elem);
+  // CMA: one piece, the peer's input. Mapped: two, the partial result and the final one
+  // (reduceCopy's cache-resident destination may not be its accumulator).
+  char* scratch = static_cast<char*>(
+      s.comm_->scratch.get(s.comm_->scratch.a, (mapped ? 2 : 1) * pieceElems * elem));
   for (size_t k = 0; k < len(me); k += pieceElems) {
     const size_t off = (first(me) + k) * elem, cnt = std::min(pieceElems, len(me) - k);
+    if (mapped) {
+      CHORUS_CHECK(reduceMappedPiece(s, plan, off, cnt, scratch, scratch + pieceElems * elem));
+      continue;
+    }
     // Without pre, the first peer's share folds into the pass that reads our own (the same
     // bits as copying ours first: acc OP local, in that order).
     bool started = false;
-    if (spec.preMul || mapped) {
+    if (spec.preMul) {
       kernels::reduce(spec, out + off, nullptr, in + off, cnt, pre);
       started = true;
     }
     for (size_t r = 0, folded = 1; r < n; ++r) {
       if (r == me) continue;
-      const Desc& d = s.of(static_cast<int>(r));
-      char* theirs;
-      if (mapped) {
-        CHORUS_CHECK(peerMemMapped(s.comm_, static_cast<int>(r), d.send, off, &theirs));
-      } else {
-        CHORUS_CHECK(peerMemRead(s.comm_, static_cast<int>(r), d.send, off, scratch, cnt * elem));
-        theirs = scratch;
-      }
-      const unsigned last = ++folded == n ? kernels::kApplyPost | streaming : 0u;
-      kernels::reduce(spec, out + off, started ? out + off : in + off, theirs, cnt, pre | last);
+      CHORUS_CHECK(peerMemRead(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send, off,
+                               scratch, cnt * elem));
+      const unsigned last = ++folded == n ? kernels::kApplyPost : 0u;
+      kernels::reduce(spec, out + off, started ? out + off : in + off, scratch, cnt, pre | last);
       started = true;
     }
-    if (!mapped)
-      for (int peer : to)
-        CHORUS_CHECK(peerMemWrite(s.comm_, peer, s.of(peer).recv, off, out + off, cnt * elem));
-  }
-  if (mapped) {
-    CHORUS_CHECK(s.finish(to, from));  // every share reduced: outputs may be read
-    for (int peer : from) {
-      const size_t q = static_cast<size_t>(peer);
-      char* theirs;
-      CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, first(q) * elem, &theirs));
-      kernels::copy(out + first(q) * elem, theirs, len(q) * elem, plan.streaming);
-    }
+    for (int peer : to)
+      CHORUS_CHECK(peerMemWrite(s.comm_, peer, s.of(peer).recv, off, out + off, cnt * elem));
   }
   CHORUS_CHECK(s.finish(to, from));  // nobody reads or writes our buffers any more
   *done = true;
