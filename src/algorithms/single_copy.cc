@@ -231,17 +231,9 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   // with streaming stores where the output is too large to stay in cache, like our own
   // block (np 2, -R 1, 64 MiB: all-gather 6736 against 9331 us, all-to-all 8735 against
   // 10291; 8-32 MiB 1.04-1.14x).
-  for (int peer : from) {
-    const BufRef& ref = s.of(peer).send;
-    char* dst = out + static_cast<size_t>(peer) * b;
-    if (ref.regionId && plan.streaming) {
-      char* theirs;
-      CHORUS_CHECK(peerMemMapped(s.comm_, peer, ref, a2a ? mine * b : 0, &theirs));
-      kernels::copy(dst, theirs, b, true);
-      continue;
-    }
-    CHORUS_CHECK(peerMemRead(s.comm_, peer, ref, a2a ? mine * b : 0, dst, b));
-  }
+  for (int peer : from)
+    CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).send, a2a ? mine * b : 0,
+                             out + static_cast<size_t>(peer) * b, b, plan.streaming));
   CHORUS_CHECK(s.finish(to, from));
   *done = true;
   return chorusSuccess;
@@ -249,7 +241,7 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
 
 // The root writes the first part of every receiver's output when it has no copy of its own
 // to make (in place) and can reach it; the receivers read the rest.
-chorusResult_t broadcast(SingleCopy& s, bool* done) {
+chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   const int root = s.a_.root, n = s.n_;
   const size_t b = s.bytes_;
   std::vector<int> peersOfRoot;
@@ -265,16 +257,16 @@ chorusResult_t broadcast(SingleCopy& s, bool* done) {
   const size_t rootPart =
       rootInPlace ? (b / static_cast<size_t>(n)) & ~static_cast<size_t>(4095) : 0;
   if (s.rank_ == root) {
-    if (!rootInPlace) std::memcpy(s.a_.recvbuf, s.a_.sendbuf, b);
+    if (!rootInPlace) kernels::copy(s.a_.recvbuf, s.a_.sendbuf, b, plan.streaming);
     for (int peer : peersOfRoot) {
       const BufRef& dst = s.of(peer).recv;
       if (rootPart && peerMemReachable(dst, s.cma()))
-        CHORUS_CHECK(peerMemWrite(s.comm_, peer, dst, 0, s.a_.sendbuf, rootPart));
+        CHORUS_CHECK(peerMemWrite(s.comm_, peer, dst, 0, s.a_.sendbuf, rootPart, plan.streaming));
     }
   } else {
     const size_t from = rootPart && peerMemReachable(s.of(s.rank_).recv, s.cma()) ? rootPart : 0;
     CHORUS_CHECK(peerMemRead(s.comm_, root, r.send, from, static_cast<char*>(s.a_.recvbuf) + from,
-                             b - from));
+                             b - from, plan.streaming));
   }
   CHORUS_CHECK(s.finish(peersOfRoot, peersOfRoot));
   *done = true;
@@ -309,8 +301,8 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
     CHORUS_CHECK(s.swap({}, {root}, false, false));
     const BufRef& dst = s.of(root).recv;
     if (peerMemReachable(dst, s.cma())) {
-      CHORUS_CHECK(
-          peerMemWrite(s.comm_, root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b));
+      CHORUS_CHECK(peerMemWrite(s.comm_, root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf,
+                                b, plan.streaming));
       CHORUS_CHECK(s.finish({root}, {}));
     } else {
       const char* in = static_cast<const char*>(s.a_.sendbuf);
@@ -324,7 +316,7 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
 }
 
 // Every rank reads its block from the root's input.
-chorusResult_t scatter(SingleCopy& s, bool* done) {
+chorusResult_t scatter(SingleCopy& s, const Plan& plan, bool* done) {
   const int root = s.a_.root;
   const size_t b = s.bytes_;
   if (s.rank_ == root) {
@@ -339,7 +331,7 @@ chorusResult_t scatter(SingleCopy& s, bool* done) {
     CHORUS_CHECK(s.swap({root}, {root}, false, false));
     if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
     CHORUS_CHECK(peerMemRead(s.comm_, root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
-                             s.a_.recvbuf, b));
+                             s.a_.recvbuf, b, plan.streaming));
     CHORUS_CHECK(s.finish({root}, {}));
   }
   *done = true;
@@ -499,9 +491,9 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
   switch (a.coll) {
     case Coll::AllGather:
     case Coll::AllToAll: return allToAllLike(s, plan, done);
-    case Coll::Broadcast: return broadcast(s, done);
+    case Coll::Broadcast: return broadcast(s, plan, done);
     case Coll::Gather: return gather(s, plan, done);
-    case Coll::Scatter: return scatter(s, done);
+    case Coll::Scatter: return scatter(s, plan, done);
     case Coll::AllReduce: return allReduce(s, plan, done);
     default: return chorusSuccess;
   }

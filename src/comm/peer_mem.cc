@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/host/host_reduce.h"
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
@@ -313,24 +314,24 @@ chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size
 }
 
 chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
-                           size_t bytes) {
+                           size_t bytes, bool streaming) {
   if (bytes == 0) return chorusSuccess;
   if (ref.regionId) {
     char* theirs;
     CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
-    std::memcpy(dst, theirs, bytes);
+    kernels::copy(dst, theirs, bytes, streaming);
     return chorusSuccess;
   }
   return cmaMove(comm, peer, ref.addr + off, dst, bytes, false);
 }
 
 chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
-                            const void* src, size_t bytes) {
+                            const void* src, size_t bytes, bool streaming) {
   if (bytes == 0) return chorusSuccess;
   if (ref.regionId) {
     char* theirs;
     CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
-    std::memcpy(theirs, src, bytes);
+    kernels::copy(theirs, src, bytes, streaming);
     return chorusSuccess;
   }
   return cmaMove(comm, peer, ref.addr + off, const_cast<void*>(src), bytes, true);

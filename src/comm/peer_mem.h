@@ -112,15 +112,17 @@ chorusResult_t peerMemInit(chorusComm* comm);
 BufRef peerMemRef(chorusComm* comm, const void* p, size_t bytes);
 /// Whether a peer's buffer described by `ref` can be reached (mapped, or by CMA).
 inline bool peerMemReachable(const BufRef& ref, bool cma) { return ref.regionId != 0 || cma; }
-/// dst = peer's [ref.addr + off, + bytes)
+/// dst = peer's [ref.addr + off, + bytes). `streaming`: from a mapping (registered), write
+/// dst with streaming stores (an output too large to stay in cache); the kernel's copy (CMA)
+/// writes as it does.
 chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
-                           size_t bytes);
+                           size_t bytes, bool streaming = false);
 /// Where the peer's registered buffer described by `ref` (regionId != 0) lies mapped in this
 /// process, plus `off`: for kernels that read a peer's bytes in place (reductions).
 chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size_t off, char** p);
-/// peer's [ref.addr + off, + bytes) = src
+/// peer's [ref.addr + off, + bytes) = src; `streaming` as for peerMemRead.
 chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
-                            const void* src, size_t bytes);
+                            const void* src, size_t bytes, bool streaming = false);
 
 /// chorusCommRegister / chorusCommDeregister on the communicator's table.
 chorusResult_t peerMemRegister(chorusComm* comm, void* buff, size_t size, void** handle);
