@@ -344,9 +344,10 @@ chorusResult_t scatter(SingleCopy& s, const Plan& plan, bool* done) {
 constexpr size_t kReducePiece = 256 * 1024;
 
 // One piece of our share on registered buffers: `partial` and `result` are scratch pieces
-// of `cnt` elements. The result goes to our output (in the same pass) and to every peer's.
-chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, size_t off, size_t cnt,
-                                 char* partial, char* result) {
+// of `cnt` elements. The result goes to our output (in the same pass) and to every peer's
+// (`peers`: every rank but this one).
+chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, const std::vector<int>& peers,
+                                 size_t off, size_t cnt, char* partial, char* result) {
   const kernels::ReduceSpec& spec = s.a_.spec;
   const size_t n = static_cast<size_t>(s.n_), me = static_cast<size_t>(s.rank_);
   const size_t bytes = cnt * s.p_.elemSize();
@@ -376,7 +377,7 @@ chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, size_t off, si
       acc = partial;
     }
   }
-  for (int peer : s.others()) {
+  for (int peer : peers) {
     char* theirs;
     CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, off, &theirs));
     kernels::copy(theirs, result, bytes, nt);
@@ -433,7 +434,7 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   for (size_t k = 0; k < len(me); k += pieceElems) {
     const size_t off = (first(me) + k) * elem, cnt = std::min(pieceElems, len(me) - k);
     if (mapped) {
-      CHORUS_CHECK(reduceMappedPiece(s, plan, off, cnt, scratch, scratch + pieceElems * elem));
+      CHORUS_CHECK(reduceMappedPiece(s, plan, to, off, cnt, scratch, scratch + pieceElems * elem));
       continue;
     }
     // Without pre, the first peer's share folds into the pass that reads our own (the same
