@@ -19,6 +19,10 @@ set -eu
 src=$1
 build=$2
 py=$3
+if [ -z "$py" ]; then
+  echo "wheel_check: SKIP: no PyTorch 2.x environment (tools/deps makes .venv-torch2)"
+  exit 77
+fi
 tmp=$(mktemp -d /tmp/chorus-wheel-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 wheels=${CHORUS_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/chorus/wheels-torch2}
