@@ -36,7 +36,8 @@ int main(void) {
   const float sum = (float)(n * (n + 1) / 2);
   for (int i = 0; i < N; i++) {
     if (buf[i] != sum * (float)(i % 7)) {
-      fprintf(stderr, "rank %d: all-reduce [%d] = %g, expected %g\n", rank, i, buf[i], sum * (float)(i % 7));
+      fprintf(stderr, "rank %d: all-reduce [%d] = %g, expected %g\n", rank, i, buf[i],
+              sum * (float)(i % 7));
       return 1;
     }
   }
