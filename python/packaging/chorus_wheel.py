@@ -197,6 +197,8 @@ def check(wheel):
             problems.append("bundles torch's %s" % lib)
         for rel in names:
             full = os.path.join(tmp, rel)
+            if not os.path.isfile(full):
+                continue
             with open(full, "rb") as f:
                 if f.read(4) != b"\x7fELF":
                     continue

@@ -10,7 +10,8 @@
 #   4. a copy of the package whose _build_info says torch 2.7.1 (a fake mismatch): import
 #      fails with an ImportError naming 2.7.1 and the installed torch; under autoload,
 #      `import torch` itself still works and only warns;
-#   5. python -m chorus_torch.bench runs the chorus-vs-gloo all-reduce table on 2 ranks.
+#   5. python -m chorus_torch.bench runs the chorus-vs-gloo all-reduce table on 2 ranks;
+#   6. `pip install --no-build-isolation SRC` (pyproject.toml, the same backend) reinstalls it.
 # The fresh environment gets torch by a .pth file naming PYTHON's site-packages instead of
 # reinstalling it from the wheelhouse (3.5 GB of wheels, about 90 s to unpack here): what is
 # under test is the wheel and its install, not pip's copy of torch; pip still resolves the
@@ -111,4 +112,9 @@ PY
   cat "$tmp/bench.txt"; echo "wheel_check: python -m chorus_torch.bench FAILED"; exit 1; }
 cat "$tmp/bench.txt"
 grep -q "65536\|64 KiB" "$tmp/bench.txt"
+# The same backend through pip, from the source tree (pyproject.toml), into the same venv.
+CHORUS_WHEEL_BUILDDIR=$build/wheel-tree "$vpy" -m pip install -q --no-index --no-build-isolation \
+  --force-reinstall --no-deps "$src" > "$tmp/pip.txt" 2>&1 || {
+  cat "$tmp/pip.txt"; echo "wheel_check: pip install --no-build-isolation SRC FAILED"; exit 1; }
+"$vpy" -c 'import torch, sys; assert "chorus_torch" in sys.modules; import chorus_torch; print("wheel_check: pip install --no-build-isolation . gives chorus_torch", chorus_torch.__version__)'
 echo "wheel_check: all passed"
