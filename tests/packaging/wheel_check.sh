@@ -16,6 +16,7 @@
 # reinstalling it from the wheelhouse (3.5 GB of wheels, about 90 s to unpack here): what is
 # under test is the wheel and its install, not pip's copy of torch; pip still resolves the
 # wheel's Requires-Dist torch==X against it, offline (--no-index --find-links WHEELHOUSE).
+# CHORUS_WHEEL_TEST_FULL_VENV=1 installs torch from the wheelhouse instead (minutes, 6.5 GB).
 set -eu
 src=$1
 build=$2
@@ -32,10 +33,16 @@ wheel=$(PYTHON=$py CHORUS_WHEEL_BUILDDIR=$build/wheel-tree "$src/tools/build-whe
 base=$("$py" -c 'import sys; print(sys._base_executable)')
 "$base" -m venv "$tmp/venv"
 vpy=$tmp/venv/bin/python
-torch_site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-venv_site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$torch_site" > "$venv_site/torch_from_cached_env.pth"
-"$vpy" -m pip install -q --no-index --find-links "$wheels" "$wheel"
+if [ "${CHORUS_WHEEL_TEST_FULL_VENV:-0}" = 1 ]; then
+  # The literal way: torch and its dependencies unpacked from the wheelhouse (6.5 GB).
+  torch_site="the wheelhouse $wheels"
+  "$vpy" -m pip install -q --no-index --find-links "$wheels" "$wheel"
+else
+  torch_site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  venv_site=$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$torch_site" > "$venv_site/torch_from_cached_env.pth"
+  "$vpy" -m pip install -q --no-index --find-links "$wheels" "$wheel"
+fi
 echo "wheel_check: installed $(basename "$wheel") in $tmp/venv (torch from $torch_site)"
 
 cd "$tmp"  # nothing of the source tree on sys.path
