@@ -6,6 +6,7 @@
 #   1. torchrun 2 and 4 ranks of wheel_worker.py, which never imports chorus_torch
 #      (torch's backend autoload): all-reduce, all-gather, broadcast, DDP 5 steps, checked;
 #   2. chorus_torch.__version__, build_options and chorus_version agree with the project;
+#      importing chorus_torch before torch registers the backend without a warning;
 #   3. TORCH_DEVICE_BACKEND_AUTOLOAD=0: backend "chorus" is unknown until `import chorus_torch`;
 #   4. a copy of the package whose _build_info says torch 2.7.1 (a fake mismatch): import
 #      fails with an ImportError naming 2.7.1 and the installed torch; under autoload,
@@ -68,6 +69,14 @@ print("wheel_check: chorus_torch %s, libchorus %d, built for torch %s, options %
       % (chorus_torch.__version__, chorus_torch.chorus_version, chorus_torch.built_for_torch,
          chorus_torch.build_options))
 PY
+
+# chorus_torch imported before torch: torch's autoload finds it half-imported and must
+# neither fail nor warn; the backend is registered once, by chorus_torch itself.
+"$vpy" -W error::RuntimeWarning -c '
+import chorus_torch
+import torch.distributed as dist
+assert "chorus" in dist.Backend.backend_list, dist.Backend.backend_list
+print("wheel_check: import chorus_torch before torch: backend registered, no warning")'
 
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$vpy" - "$tmp/store0" <<'PY'
 import sys
