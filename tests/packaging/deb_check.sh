@@ -2,7 +2,7 @@
 # tests/packaging/deb_check.sh SRC BUILD — the Debian packages as a C user gets them.
 #
 # Builds libchorus0, libchorus-dev and chorus-tools with tools/build-deb (tree BUILD/deb-tree;
-# lintian must report no error), installs them with dpkg, then:
+# lintian must report no error), installs them with apt-get, then:
 #   1. readelf -d shows SONAME libchorus.so.0; pkg-config --modversion chorus is the project's
 #      version;
 #   2. deb_client.c compiles with nothing but `pkg-config --cflags --libs chorus` (no
@@ -33,6 +33,7 @@ for p in $pkgs; do
   fi
 done
 tmp=$(mktemp -d /tmp/chorus-deb-test.XXXXXX)
+chmod 755 "$tmp"  # apt reads the .deb files as its own user
 installed=0
 cleanup() {
   # shellcheck disable=SC2086
@@ -44,7 +45,9 @@ trap cleanup EXIT INT TERM
 CHORUS_DEB_BUILDDIR=$build/deb-tree "$src/tools/build-deb" "$tmp/debs"
 version=$(sed -n "s/^  version: '\(.*\)',$/\1/p" "$src/meson.build")
 installed=1
-dpkg -i "$tmp"/debs/*.deb
+# As the README says to (apt resolves the Depends; here they are installed already, so nothing is downloaded).
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  "$tmp"/debs/libchorus0_*.deb "$tmp"/debs/libchorus-dev_*.deb "$tmp"/debs/chorus-tools_*.deb
 for p in $pkgs; do dpkg -L "$p" > "$tmp/$p.list"; done
 echo "deb_check: installed $(cat "$tmp"/*.list | wc -l) paths"
 
