@@ -65,8 +65,11 @@ env -u PKG_CONFIG_PATH -u CPATH -u C_INCLUDE_PATH -u LIBRARY_PATH \
   cc -std=c99 -Wall -Werror -o client deb_client.c $(env -u PKG_CONFIG_PATH pkg-config --cflags --libs chorus)
 loaded=$(env -u LD_LIBRARY_PATH ldd ./client | sed -n 's/^\s*libchorus.so.0 => \(\S*\) .*/\1/p')
 # /lib is /usr/lib on a merged-/usr system: compare where the links lead.
-[ -n "$loaded" ] && [ "$(readlink -f "$loaded")" = "$(readlink -f "/usr/lib/$ma/libchorus.so.0")" ] \
-  || { ldd ./client; echo "deb_check: client does not load /usr's libchorus"; exit 1; }
+if [ -z "$loaded" ] || [ "$(readlink -f "$loaded")" != "$(readlink -f "/usr/lib/$ma/libchorus.so.0")" ]; then
+  ldd ./client
+  echo "deb_check: client does not load /usr's libchorus"
+  exit 1
+fi
 echo "deb_check: client built with pkg-config alone loads $loaded"
 
 path_clean=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
