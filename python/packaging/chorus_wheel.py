@@ -93,6 +93,9 @@ def _stage(stage, lib, ext, builddir, torch_version, version):
     shutil.copyfile(lib, os.path.join(pkg, "libchorus.so.0"))
     ext_name = os.path.basename(ext)
     shutil.copyfile(ext, os.path.join(pkg, ext_name))
+    # Symbols a user never links against go, as dh_strip does for the Debian packages.
+    _run(["strip", "--strip-unneeded", os.path.join(pkg, "libchorus.so.0"),
+          os.path.join(pkg, ext_name)])
     # The build tree's RUNPATH (build dirs, torch's lib dir) must not ship.
     _run(["patchelf", "--remove-rpath", os.path.join(pkg, "libchorus.so.0")])
     _run(["patchelf", "--set-rpath", "$ORIGIN", os.path.join(pkg, ext_name)])
