@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/core/coll.h"
 #include "src/tuning/two_way_chooser.h"
 
 namespace chorus {
@@ -39,6 +40,24 @@ enum class CopyPathUse : uint8_t {
   AllReduce = 5
 };
 constexpr size_t kCopyPathUses = 6;  // the values of CopyPathUse
+
+/// The chooser a collective's same-host calls learn in.
+inline CopyPathUse copyPathUse(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return CopyPathUse::AllReduce;
+    case Coll::AllToAll: return CopyPathUse::AllToAll;
+    case Coll::Broadcast: return CopyPathUse::Broadcast;
+    case Coll::Gather: return CopyPathUse::Gather;
+    case Coll::Scatter: return CopyPathUse::Scatter;
+    default: return CopyPathUse::AllGather;
+  }
+}
+
+/// The rank whose copy path every rank follows in a call: one whose descriptor every rank
+/// receives (the root; rank 0 where all swap with all), so the ranks never disagree.
+inline int copyPathDecider(Coll c, int root) {
+  return c == Coll::Broadcast || c == Coll::Gather || c == Coll::Scatter ? root : 0;
+}
 
 class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, kCopyPathUses> {
  public:
