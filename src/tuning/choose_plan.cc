@@ -95,8 +95,11 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     case Coll::ReduceScatter:
       // On one host up to what an LL message carries: every rank sends block r to rank r,
       // which reduces the n blocks in rank order (one hop instead of n-1 FIFO steps).
+      // (The model has no direct reduce-scatter: where the restriction names direct and LL,
+      // the tables fell back, and this rule runs what it asked for.)
       if (t != nullptr && k.allShm && bytes <= k.llBytes &&
           allows(*t, p.fallback, Algo::Direct, Proto::LL)) {
+        p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::LL);
         p.algo = Algo::Direct;
         p.proto = Proto::LL;
       }
