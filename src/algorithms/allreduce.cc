@@ -110,7 +110,7 @@ static chorusResult_t doublingAmong(chorusComm* comm, const CollArgs& a, Prims& 
 // lowest rank (the leader) over shared memory, the leaders run recursive doubling among
 // themselves, and each leader hands the result back. One tcp message each way per leader
 // pair, where plain doubling sends one per rank pair. Measured on 2 namespaced hosts x 2
-// ranks sharing 2 CPUs (docs/PERF.md "fifth stop: leaders"), 8 B-8 KiB: 16-19 us against
+// ranks sharing 2 CPUs (docs/PERF.md#perf-leaders), 8 B-8 KiB: 16-19 us against
 // plain doubling's 27-31 (four processes in tcp at once) and Open MPI's 24-34.
 // Leaders reduce their host's inputs in rank order and the leaders' rounds combine
 // (lower group) OP (higher group) on both sides, so every rank ends with the same bits.

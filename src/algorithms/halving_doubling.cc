@@ -12,8 +12,7 @@
 // but in 2 log2(n) dependent steps instead of 2 (n-1), and every step is a pairwise
 // exchange (both directions of one link at once). Where every message waits for its
 // receiver's turn on a crowded CPU (namespaced hosts sharing a kernel's CPUs, over tcp)
-// the number of dependent steps is what costs (docs/PERF.md "Session of 2026-11-25, third
-// stop: tcp mid sizes").
+// the number of dependent steps is what costs (docs/PERF.md#perf-tcp-mid-sizes).
 //
 // Positions are ring positions (comm->ring: a host's ranks adjacent), so with hosts of
 // 2^j ranks the first j steps, which move the larger halves, stay inside a host (shm), and

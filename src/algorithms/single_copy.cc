@@ -373,14 +373,15 @@ chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, const std::vec
 // large to stay in cache; the scratch piece stays in cache. Per byte of the share that is
 // two inputs read and two outputs written, the least any schedule moves. Measured against
 // reducing the whole share into our output and copying the other shares from their owners'
-// outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "fifth stop"): 1.2-1.7x out
+// outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md#perf-registered-push): 1.2-1.7x out
 // of place and 1.1-2.5x in place from 256 KiB.
 //
 // CMA (the deciding rank chose it, CHORUS_CMA_MAX): the kernel copies each peer's input
 // piece into scratch, the reduction folds it into our output, and the kernel writes the
 // reduced piece into every peer's output (process_vm_writev). Measured against reading the
-// owners' outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "Pushing the
-// reduced shares"): 1.1-1.6x out of place and 1.5-2x in place from 256 KiB.
+// owners' outputs after a first "done" (np 2, Intel Xeon,
+// docs/PERF.md#perf-push-reduced-shares): 1.1-1.6x out of place and 1.5-2x in place from
+// 256 KiB.
 //
 // In place, peer p reads and writes only share p of our buffer, and reads each of its
 // pieces before it writes it; we read and write only share q. So no byte is read after a
