@@ -36,10 +36,10 @@ inline bool peerReachable(const BufRef& ref, bool cma) { return ref.regionId != 
 
 /// The outcome of PeerAccess::probeCma on this rank.
 struct CmaProbe {
-  bool works = false;      // every rank reached every peer's memory
-  bool allWanted = true;   // no rank turned CMA off
-  int firstFail = -1;      // the first peer this rank could not reach (-1: none)
-  int error = 0;           // its errno (0: a wrong value was read)
+  bool works = false;     // every rank reached every peer's memory
+  bool allWanted = true;  // no rank turned CMA off
+  int firstFail = -1;     // the first peer this rank could not reach (-1: none)
+  int error = 0;          // its errno (0: a wrong value was read)
 };
 
 class PeerAccess {

@@ -58,7 +58,8 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return chorusSuccess;
   }
-  if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
+  if (plan.algo != Algo::Ring)
+    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
   noteRan(comm, Algo::Ring, Proto::Simple);
   // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes, block(rank) == in,

@@ -49,10 +49,6 @@ size_t resultBytes(const chorusComm* comm, const CollArgs& a) {
 
 }  // namespace
 
-namespace {
-
-}  // namespace
-
 chorusResult_t planCannotRun(chorusComm* comm, const CollArgs& a, const Plan& plan, size_t bytes) {
   CHORUS_FAIL(chorusInternalError,
               "%s of %zu B on %d ranks: the plan (%s) cannot run here; the planner "

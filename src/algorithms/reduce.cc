@@ -9,8 +9,7 @@
 namespace chorus {
 
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  if (plan.algo != Algo::Ring)
-    return planCannotRun(comm, a, plan, a.count * p.elemSize());
+  if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, a.count * p.elemSize());
   noteRan(comm, Algo::Ring, Proto::Simple);
   const int n = comm->nranks, root = a.root;
   // A chain along comm->ring ending at the root (chain position n-1).

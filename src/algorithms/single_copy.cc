@@ -4,7 +4,8 @@
 // host, a rank can instead reach a peer's buffer directly, through the shm transport's
 // PeerAccess (transports/peer_access.h): process_vm_readv/writev (CMA) when the kernel
 // allows it, or a mapping of the peer's registered chorusMemAlloc region. The plan
-// (choosePlan) routes a call here and says whether CMA may be used. Each call then runs in three steps:
+// (choosePlan) routes a call here and says whether CMA may be used. Each call then runs in three
+// steps:
 //   1. the ranks that touch each other's buffers swap descriptors (addresses, and the
 //      region when registered) on the LL path;
 //   2. each rank copies what it needs, one copy per byte;
@@ -204,7 +205,7 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   // 10291; 8-32 MiB 1.04-1.14x).
   for (int peer : from)
     CHORUS_CHECK(s.access().read(peer, s.of(peer).send, a2a ? mine * b : 0,
-                             out + static_cast<size_t>(peer) * b, b, plan.streaming));
+                                 out + static_cast<size_t>(peer) * b, b, plan.streaming));
   CHORUS_CHECK(s.finish(to, from));
   *done = true;
   s.ran();
@@ -238,7 +239,7 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   } else {
     const size_t from = rootPart && peerReachable(s.of(s.rank_).recv, s.cma()) ? rootPart : 0;
     CHORUS_CHECK(s.access().read(root, r.send, from, static_cast<char*>(s.a_.recvbuf) + from,
-                             b - from, plan.streaming));
+                                 b - from, plan.streaming));
   }
   CHORUS_CHECK(s.finish(peersOfRoot, peersOfRoot));
   *done = true;
@@ -274,8 +275,8 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
     CHORUS_CHECK(s.swap({}, {root}, false, false));
     const BufRef& dst = s.of(root).recv;
     if (peerReachable(dst, s.cma())) {
-      CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf,
-                                b, plan.streaming));
+      CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
+                                    plan.streaming));
       CHORUS_CHECK(s.finish({root}, {}));
     } else {
       const char* in = static_cast<const char*>(s.a_.sendbuf);
@@ -305,7 +306,7 @@ chorusResult_t scatter(SingleCopy& s, const Plan& plan, bool* done) {
     CHORUS_CHECK(s.swap({root}, {root}, false, false));
     if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
     CHORUS_CHECK(s.access().read(root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
-                             s.a_.recvbuf, b, plan.streaming));
+                                 s.a_.recvbuf, b, plan.streaming));
     CHORUS_CHECK(s.finish({root}, {}));
   }
   *done = true;
@@ -423,7 +424,7 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
     for (size_t r = 0, folded = 1; r < n; ++r) {
       if (r == me) continue;
       CHORUS_CHECK(s.access().read(static_cast<int>(r), s.of(static_cast<int>(r)).send, off,
-                               scratch, cnt * elem, false));
+                                   scratch, cnt * elem, false));
       const unsigned last = ++folded == n ? kernels::kApplyPost : 0u;
       kernels::reduce(spec, out + off, started ? out + off : in + off, scratch, cnt, pre | last);
       started = true;

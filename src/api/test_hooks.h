@@ -14,9 +14,9 @@ extern "C" {
 /// Names are static strings: algorithms "direct", "ring", "tree", "doubling", "halving";
 /// protocols "LL", "Simple"; routes "FIFO", "single copy"; paths "FIFO", "mapped", "CMA".
 typedef struct {
-  unsigned long long seq;  /* the call's sequence number on the communicator; 0: none yet */
-  const char* coll;        /* "all_reduce", ... (collName) */
-  size_t bytes;            /* the whole result buffer */
+  unsigned long long seq; /* the call's sequence number on the communicator; 0: none yet */
+  const char* coll;       /* "all_reduce", ... (collName) */
+  size_t bytes;           /* the whole result buffer */
   const char* planAlgo;
   const char* planProto;
   const char* planRoute;

@@ -61,11 +61,11 @@ struct PeerDesc {
 
 /// The communicator's part: whether single copy and CMA apply, the registrations.
 struct PeerMem {
-  bool allShm = false;   // every rank on this host, every pair joined by shared memory
+  bool allShm = false;           // every rank on this host, every pair joined by shared memory
   PeerAccess* access = nullptr;  // the shm transport's (set where allShm)
-  bool cma = false;      // every local pair can process_vm_readv/writev each other
-  size_t threshold = 0;  // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
-  size_t cmaLimit = 0;   // CHORUS_CMA_MAX: CMA only for results below this
+  bool cma = false;              // every local pair can process_vm_readv/writev each other
+  size_t threshold = 0;          // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
+  size_t cmaLimit = 0;           // CHORUS_CMA_MAX: CMA only for results below this
   bool cmaAuto = false;  // CHORUS_CMA_MAX=auto: CMA or the FIFO, whichever copyPaths times faster
   /// Per collective, the faster of FIFO and CMA learnt from the calls (CHORUS_CMA_MAX=auto);
   /// only the rank that decides a call for all (single_copy.cc) consults and feeds its own.

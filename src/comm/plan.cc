@@ -47,8 +47,8 @@ const TuningTables& tables(chorusComm* comm) {
     // Single copy swaps a descriptor with each peer in one LL message.
     bool fits = comm->sendConn.size() == static_cast<size_t>(comm->nranks);
     for (int r = 0; fits && r < comm->nranks; ++r)
-      fits = r == comm->rank || comm->sendConn[static_cast<size_t>(r)]->llMaxBytes() >=
-                                    sizeof(PeerDesc);
+      fits = r == comm->rank ||
+             comm->sendConn[static_cast<size_t>(r)]->llMaxBytes() >= sizeof(PeerDesc);
     c.descFits = fits;
   });
   return c.tables;
@@ -118,8 +118,7 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
   // in its descriptor.
   if (p.route == Route::SingleCopy && p.cma && comm->peerMem.cmaAuto &&
       comm->rank == copyPathDecider(coll, call.root)) {
-    p.cma = comm->peerMem.copyPaths[copyPathUse(coll)].choose(bytes, call.inPlace) ==
-            CopyPath::Cma;
+    p.cma = comm->peerMem.copyPaths[copyPathUse(coll)].choose(bytes, call.inPlace) == CopyPath::Cma;
     p.cmaTimed = true;
   }
   CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s", collName(coll), bytes, comm->nranks,

@@ -49,10 +49,10 @@ namespace {
 // Reduce-scatter by halving and all-gather by doubling run in rank order, for a power of two
 // of ranks. Over tcp (the only place they are a default candidate, crowdedTcp) they pay up
 // to kLeadersMaxBytes, the bound of the other small-message algorithms there: measured on 4
-// x 1, 2 x 2 and 4 x 2 namespaced hosts (docs/PERF.md#perf-rs-ag-crowded-tcp), 0.4-0.7x the ring's time up to 64 KiB; from 256 KiB 1.1-1.5x on 4 x 2
-// (the first exchanges pair ranks on different hosts, every rank of a host at once, where
-// the ring has one stream per host on tcp) and 1.2-1.3x for the all-gather on 4 x 1 at
-// 4-64 MiB.
+// x 1, 2 x 2 and 4 x 2 namespaced hosts (docs/PERF.md#perf-rs-ag-crowded-tcp), 0.4-0.7x the ring's
+// time up to 64 KiB; from 256 KiB 1.1-1.5x on 4 x 2 (the first exchanges pair ranks on different
+// hosts, every rank of a host at once, where the ring has one stream per host on tcp) and 1.2-1.3x
+// for the all-gather on 4 x 1 at 4-64 MiB.
 bool halvingGathers(const ModelShape& s, size_t bytes) {
   return halvingFits(s.nranks) && (!s.tcpHops || bytes <= kLeadersMaxBytes);
 }

@@ -196,8 +196,8 @@ struct Segment {
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
-  int piecesPerShare = 4;        ///< piecesPerShare of the shape the tables were built for
-  bool sharedMemoryOnly = true;  ///< no hop of the shape is TCP
+  int piecesPerShare = 4;             ///< piecesPerShare of the shape the tables were built for
+  bool sharedMemoryOnly = true;       ///< no hop of the shape is TCP
   unsigned algoMask = kDefaultAlgos;  ///< the restriction the tables were built with
   unsigned protoMask = (1u << kNumProtos) - 1;
   const Segment& segment(Coll coll, size_t bytes) const {
@@ -260,7 +260,7 @@ struct PlanKnobs {
   /// Same-host single copy (PeerMem): from this many result bytes (CHORUS_SINGLE_COPY_THRESHOLD;
   /// SIZE_MAX: never, also where a descriptor does not fit an LL message).
   size_t singleCopyBytes = ~size_t{0};
-  bool cma = false;            // process_vm_readv/writev works between every local pair
+  bool cma = false;              // process_vm_readv/writev works between every local pair
   size_t cmaLimit = ~size_t{0};  // CHORUS_CMA_MAX: CMA only for results below this
 };
 

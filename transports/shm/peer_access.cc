@@ -106,15 +106,15 @@ chorusResult_t ShmPeerAccess::mapRegion(int peer, const BufRef& ref, char** base
   const int e = errno;
   close(fd);
   if (p == MAP_FAILED)
-    CHORUS_FAIL(chorusSystemError, "rank %d: mmap of rank %d's registered buffer failed: %s",
-                rank_, peer, strerror(e));
+    CHORUS_FAIL(chorusSystemError, "rank %d: mmap of rank %d's registered buffer failed: %s", rank_,
+                peer, strerror(e));
   if (maps_.size() >= kMaxMappings) {
     munmap(maps_.front().base, maps_.front().bytes);
     maps_.erase(maps_.begin());
   }
   maps_.push_back(Mapping{peer, ref.regionId, static_cast<char*>(p), ref.regionBytes});
-  CHORUS_INFO(kLogAlloc, "rank %d: mapped rank %d's registered region %llu (%llu bytes)",
-              rank_, peer, static_cast<unsigned long long>(ref.regionId),
+  CHORUS_INFO(kLogAlloc, "rank %d: mapped rank %d's registered region %llu (%llu bytes)", rank_,
+              peer, static_cast<unsigned long long>(ref.regionId),
               static_cast<unsigned long long>(ref.regionBytes));
   *base = static_cast<char*>(p);
   return chorusSuccess;
@@ -144,16 +144,16 @@ chorusResult_t ShmPeerAccess::cmaMove(int peer, uint64_t remoteAddr, void* local
 
 chorusResult_t ShmPeerAccess::mapped(int peer, const BufRef& ref, size_t off, char** p) {
   if (!ref.regionId)
-    CHORUS_FAIL(chorusInternalError, "rank %d: rank %d's buffer is not registered memory",
-                rank_, peer);
+    CHORUS_FAIL(chorusInternalError, "rank %d: rank %d's buffer is not registered memory", rank_,
+                peer);
   char* base = nullptr;
   CHORUS_CHECK(mapRegion(peer, ref, &base));
   *p = base + (ref.addr - ref.regionBase) + off;
   return chorusSuccess;
 }
 
-chorusResult_t ShmPeerAccess::read(int peer, const BufRef& ref, size_t off, void* dst,
-                                   size_t bytes, bool streaming) {
+chorusResult_t ShmPeerAccess::read(int peer, const BufRef& ref, size_t off, void* dst, size_t bytes,
+                                   bool streaming) {
   if (bytes == 0) return chorusSuccess;
   if (ref.regionId) {
     char* theirs;

@@ -1316,11 +1316,10 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   const std::string coll = collName(c.coll);
-  const std::string what = fmt("plan of %s (%zu B): %s/%s route %s%s%s; ran %s/%s path %s",
-                               r.coll, r.bytes, r.planAlgo, r.planProto, r.planRoute,
-                               r.planCma ? " (CMA allowed)" : "",
-                               r.planFallback ? " (fallback)" : "", r.ranAlgo, r.ranProto,
-                               r.ranPath);
+  const std::string what =
+      fmt("plan of %s (%zu B): %s/%s route %s%s%s; ran %s/%s path %s", r.coll, r.bytes, r.planAlgo,
+          r.planProto, r.planRoute, r.planCma ? " (CMA allowed)" : "",
+          r.planFallback ? " (fallback)" : "", r.ranAlgo, r.ranProto, r.ranPath);
   if (coll != r.coll || !r.ran) {
     *err = "the last plan is not this call's, or nothing recorded running it: " + what;
     return false;

@@ -384,8 +384,7 @@ TEST(TuningTables, AgreeWithTheModelEverywhere) {
         ASSERT_FALSE(segs.empty());
         for (size_t k = 1; k < segs.size(); ++k) {
           EXPECT_LT(segs[k - 1].upTo, segs[k].upTo);
-          EXPECT_TRUE(segs[k - 1].algo != segs[k].algo ||
-                      segs[k - 1].fallback != segs[k].fallback);
+          EXPECT_TRUE(segs[k - 1].algo != segs[k].algo || segs[k - 1].fallback != segs[k].fallback);
           // Exact switch points.
           EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo, am, 3), segs[k - 1].algo);
           EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo + 1, am, 3), segs[k].algo);
