@@ -81,8 +81,10 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
   Plan p;
   // The same call again: the same plan (the INFO line went out the first time; TRACE,
   // which reports every call, takes the long way).
-  if (memo.lastValid && memo.lastColl == coll && memo.lastBytes == bytes &&
-      memo.lastInPlace == call.inPlace && !logEnabled(LogLevel::Trace, kLogTuning)) {
+  const bool fromMemo = memo.lastValid && memo.lastColl == coll && memo.lastBytes == bytes &&
+                        memo.lastInPlace == call.inPlace &&
+                        !logEnabled(LogLevel::Trace, kLogTuning);
+  if (fromMemo) {
     p = memo.last;
   } else {
     const TuningTables* tab = comm->nranks > 1 ? &tables(comm) : nullptr;
@@ -121,8 +123,10 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
     p.cma = comm->peerMem.copyPaths[copyPathUse(coll)].choose(bytes, call.inPlace) == CopyPath::Cma;
     p.cmaTimed = true;
   }
-  CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s", collName(coll), bytes, comm->nranks,
-               planText(p).c_str());
+  // (A plan taken from the memo is one TRACE is off for: no second look at the log level.)
+  if (!fromMemo)
+    CHORUS_TRACE(kLogTuning, "%s %zu B on %d ranks: %s", collName(coll), bytes, comm->nranks,
+                 planText(p).c_str());
   return p;
 }
 
