@@ -24,5 +24,7 @@ extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRe
   out->ranAlgo = algoName(r.ran.algo);
   out->ranProto = protoName(r.ran.proto);
   out->ranPath = pathRanName(r.ran.path);
+  out->allShm = comm->peerMem.allShm ? 1 : 0;
+  out->networkHops = comm->nranks > 1 && !comm->plans.tables.sharedMemoryOnly ? 1 : 0;
   return chorusSuccess;
 }

@@ -26,6 +26,9 @@ typedef struct {
   const char* ranAlgo;
   const char* ranProto;
   const char* ranPath;
+  /* Facts of the communicator the plan was made on (not choices): */
+  int allShm;      /* one host, every pair joined by a transport that shares memory */
+  int networkHops; /* some pair is joined over a network transport (tcp, rdma) */
 } chorusTestPlanRecord;
 
 CHORUS_API chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out);

@@ -1263,17 +1263,12 @@ static size_t llThresholdBytes() {
   return v;
 }
 
-// All ranks on one host joined by shared memory (as the library's allShm), as far as the
-// environment tells: no CHORUS_SHM_DISABLE, no CHORUS_HOSTID games.
-static bool oneHostShm() {
-  const char* d = std::getenv("CHORUS_SHM_DISABLE");
-  const char* h = std::getenv("CHORUS_HOSTID");
-  return !(d && std::string(d) == "1") && !(h && *h);
-}
-
 // Whether algorithm `a` (forced) cannot run this call, by what the algorithms can do
 // (docs/ARCHITECTURE.md "Algorithms"), independently of the library's planner.
-static bool algoCannotRun(const std::string& a, const std::string& coll, size_t bytes, int n) {
+// `allShm`, `net`: the communicator's facts (chorusTestPlanRecord): one host joined by shared
+// memory; some pair joined over a network.
+static bool algoCannotRun(const std::string& a, const std::string& coll, size_t bytes, int n,
+                          bool allShm, bool net) {
   const size_t ll = llThresholdBytes();
   const bool pow2 = (n & (n - 1)) == 0;
   if (a == "ring")
@@ -1283,25 +1278,26 @@ static bool algoCannotRun(const std::string& a, const std::string& coll, size_t 
   if (a == "halving") {
     if (coll == "all_reduce") return false;
     if (coll == "reduce_scatter" || coll == "all_gather")
-      return !pow2 || (!oneHostShm() && bytes > (128u << 10));
+      return !pow2 || (net && bytes > (128u << 10));
     return true;
   }
   if (a == "direct") {
     if (coll == "reduce") return true;
     if (coll == "all_reduce" || coll == "broadcast" || coll == "all_gather") return bytes > ll;
-    if (coll == "reduce_scatter") return bytes > ll || !oneHostShm();
+    if (coll == "reduce_scatter") return bytes > ll || !allShm;
     return false;  // scatter, gather, all-to-all, barrier run direct
   }
   return false;
 }
 
-static bool protoCannotRun(const std::string& p, const std::string& coll, size_t bytes) {
+static bool protoCannotRun(const std::string& p, const std::string& coll, size_t bytes,
+                           bool allShm) {
   const size_t ll = llThresholdBytes();
   if (p == "simple") return coll == "barrier";
   if (p == "ll") {
     if (coll == "barrier") return false;
     if (coll == "reduce" || coll == "scatter" || coll == "gather") return true;
-    if (coll == "reduce_scatter" || coll == "all_to_all") return bytes > ll || !oneHostShm();
+    if (coll == "reduce_scatter" || coll == "all_to_all") return bytes > ll || !allShm;
     return bytes > ll;
   }
   return false;
@@ -1342,7 +1338,7 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   if (!fa.empty()) {
-    if (r.planFallback && !algoCannotRun(fa, coll, r.bytes, nranks)) {
+    if (r.planFallback && !algoCannotRun(fa, coll, r.bytes, nranks, r.allShm, r.networkHops)) {
       *err = "CHORUS_ALGO=" + fa + " can run this call but the plan fell back: " + what;
       return false;
     }
@@ -1352,7 +1348,7 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     }
   }
   if (!fp.empty()) {
-    if (r.planFallback && !protoCannotRun(fp, coll, r.bytes)) {
+    if (r.planFallback && !protoCannotRun(fp, coll, r.bytes, r.allShm)) {
       *err = "CHORUS_PROTO=" + fp + " can run this call but the plan fell back: " + what;
       return false;
     }
