@@ -26,7 +26,10 @@ def table(tmp, names, placement):
         cells = []
         for w in whos:
             v = t.get(w, {}).get(s, [])
-            cells.append("%.1f [%s]" % (statistics.median(v), ",".join("%.0f" % x for x in v))
+            # Sub-10 us calls with three decimals: per-call costs differ in nanoseconds.
+            f = "%.3f" if v and statistics.median(v) < 10 else "%.1f"
+            r = "%.3f" if v and statistics.median(v) < 10 else "%.0f"
+            cells.append((f + " [%s]") % (statistics.median(v), ",".join(r % x for x in v))
                          if v else "-")
         print("%10d " % s + " ".join("%26s" % c for c in cells))
 

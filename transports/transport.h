@@ -25,6 +25,8 @@
 
 namespace chorus {
 
+class PeerAccess;  // transports/peer_access.h
+
 /// What every rank publishes about itself during init.
 struct PeerInfo {
   uint64_t hostHash;  ///< hostname + boot id (or CHORUS_HOSTID)
@@ -210,6 +212,12 @@ class Transport {
   virtual void finishSetup() = 0;
   /// Wakes this rank's sleeping waiters (used by abort).
   virtual void wakeAll() = 0;
+  /// Capabilities, asked instead of names. Whether the pairs this transport joins share
+  /// memory (same-host hops: the cost model prices them as shm, and single copy needs them).
+  virtual bool sharesMemory() const { return false; }
+  /// Direct access to same-host peers' memory (transports/peer_access.h), once set up; null
+  /// where the transport has none.
+  virtual PeerAccess* peerAccess() { return nullptr; }
 };
 
 }  // namespace chorus

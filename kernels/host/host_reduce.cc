@@ -293,7 +293,7 @@ void copyImpl(void* dst, const void* src, size_t bytes, bool streaming) {
 /// With streaming stores for dst2 (large outputs, whose inputs come from DRAM) the blocks
 /// are not used: short bursts of streaming stores between the reads cost more than the
 /// second read of dst saves (a 512 KiB piece of a 64 MiB buffer on Zen 5: 0.78-0.89x with
-/// 4 KiB blocks, par with 64 KiB ones; docs/PERF.md "Fused reduce-copy"), so the whole of
+/// 4 KiB blocks, par with 64 KiB ones; docs/PERF.md#perf-fused-reduce-copy), so the whole of
 /// dst is reduced first and then streamed out in one run.
 constexpr size_t kFuseBlock = 4096;
 

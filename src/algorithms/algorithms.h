@@ -1,8 +1,9 @@
 // algorithms.h — collectives as schedules of primitive steps.
 //
 // An algorithm gets a resolved call (CollArgs, src/core/coll.h) and a plan from tuning (which
-// algorithm, which protocol, what piece size) and drives Prims. It never knows which transport
-// carries its bytes.
+// algorithm, which protocol, which route, what piece size) and drives Prims. It runs what the
+// plan says (a plan it cannot run is an internal error, never a quiet change of algorithm),
+// records what ran (noteRan), and never knows which transport carries its bytes.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +31,16 @@ void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uin
 /// both calls named, when they differ (src/algorithms/check.cc).
 chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t seq);
 
-/// Same-host single copy (src/algorithms/single_copy.cc): whether a call may take it (the
-/// same answer on every rank), and the run, which sets *done = false when the call falls
-/// back to the FIFO schedule (decided alike on every rank).
-bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes);
+/// What ran the current call (PlanCache::Record, read by tests through src/api/test_hooks.h):
+/// every algorithm below records itself as it starts.
+inline void noteRan(chorusComm* comm, Algo a, Proto pr, PathRan path = PathRan::Fifo) {
+  comm->plans.record.ran = Ran{a, pr, path};
+  comm->plans.record.ranValid = true;
+}
+
+/// Same-host single copy (src/algorithms/single_copy.cc) for a call planned on that route
+/// (Plan::route): sets *done = false when the call falls back to the FIFO schedule (a buffer
+/// no peer can reach, or the deciding rank picked the FIFO; decided alike on every rank).
 class Prims;
 /// A call whose copy path (FIFO or CMA, src/tuning/copy_path.h) this rank chose for every
 /// rank (chose), or followed.
@@ -51,6 +58,10 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
 /// and scatter, its receivers', which reach it with their next call's descriptors).
 void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
                      int64_t ns);
+
+/// A plan the algorithms cannot run (the planner let through what they cannot do): an
+/// internal error naming both, never a quiet change of algorithm.
+chorusResult_t planCannotRun(chorusComm* comm, const CollArgs& a, const Plan& plan, size_t bytes);
 
 /// The steps of a FIFO schedule (the signature of the algorithms below).
 using FifoSteps = chorusResult_t (*)(chorusComm* comm, const CollArgs& a, const Plan& plan,

@@ -44,8 +44,12 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   auto block = [&](int r) { return out + static_cast<size_t>(r) * blockBytes; };
-  if (plan.algo == Algo::Halving && halvingFits(n)) return allGatherDoubling(comm, a, plan, p);
+  if (plan.algo == Algo::Halving) {
+    if (!halvingFits(n)) return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
+    return allGatherDoubling(comm, a, plan, p);
+  }
   if (plan.algo == Algo::Direct) {
+    noteRan(comm, Algo::Direct, Proto::LL);
     for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, in, blockBytes));
     if (block(rank) != in) std::memmove(block(rank), in, blockBytes);
     for (int k = 1; k < n; ++k) {
@@ -54,6 +58,9 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return chorusSuccess;
   }
+  if (plan.algo != Algo::Ring)
+    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
+  noteRan(comm, Algo::Ring, Proto::Simple);
   // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes, block(rank) == in,
                            allGatherRing);

@@ -17,6 +17,7 @@
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
+#include "src/core/bits.h"
 #include "src/core/checks.h"
 
 namespace chorus {
@@ -25,6 +26,7 @@ using kernels::kApplyPost;
 using kernels::kApplyPre;
 
 chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::LL);
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
   const kernels::ReduceSpec& spec = a.spec;
@@ -72,8 +74,7 @@ static chorusResult_t doublingAmong(chorusComm* comm, const CollArgs& a, Prims& 
                                     At at, void* acc) {
   const size_t bytes = a.count * p.elemSize();
   const kernels::ReduceSpec& spec = a.spec;
-  int pow2 = 1;
-  while (pow2 * 2 <= size) pow2 *= 2;
+  const int pow2 = static_cast<int>(floorPow2(static_cast<uint64_t>(size)));
   const int extra = size - pow2;
   if (me >= pow2) {
     CHORUS_CHECK(p.sendLL(at(me - pow2), acc, bytes));
@@ -109,7 +110,7 @@ static chorusResult_t doublingAmong(chorusComm* comm, const CollArgs& a, Prims& 
 // lowest rank (the leader) over shared memory, the leaders run recursive doubling among
 // themselves, and each leader hands the result back. One tcp message each way per leader
 // pair, where plain doubling sends one per rank pair. Measured on 2 namespaced hosts x 2
-// ranks sharing 2 CPUs (docs/PERF.md "fifth stop: leaders"), 8 B-8 KiB: 16-19 us against
+// ranks sharing 2 CPUs (docs/PERF.md#perf-leaders), 8 B-8 KiB: 16-19 us against
 // plain doubling's 27-31 (four processes in tcp at once) and Open MPI's 24-34.
 // Leaders reduce their host's inputs in rank order and the leaders' rounds combine
 // (lower group) OP (higher group) on both sides, so every rank ends with the same bits.
@@ -175,6 +176,7 @@ size_t doublingMaxBytes(const chorusComm* comm) {
 }
 
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p) {
+  noteRan(comm, Algo::Doubling, Proto::LL);
   if (leadersRun(comm)) return allReduceLeaders(comm, a, p);
   // The partial result lives in recvbuf: our pre-multiplied input to begin with.
   void* acc = a.recvbuf;
@@ -190,6 +192,7 @@ static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, co
                                          Prims& p);
 
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Ring, Proto::Simple);
   // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllReduce, a.count * p.elemSize(),
                            a.sendbuf == a.recvbuf, allReduceRingSteps);
@@ -270,6 +273,7 @@ chorusResult_t treeDown(const TreeLinks& t, Prims& p, char* pout, size_t cnt) {
 }  // namespace
 
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Tree, Proto::Simple);
   // Double binary tree (comm->trees): the first half of the elements goes up and down tree 0,
   // the second half tree 1. A host that is an interior node of one tree is a leaf of the
   // other, so both halves move at once without doubling any link's load. Every rank runs

@@ -2,8 +2,9 @@
 //
 // Pieces go straight to their destination. All-to-all runs n-1 rounds; in round k a rank
 // sends to rank+k and receives from rank-k, one piece each way at a time, so every FIFO
-// drains while it fills and no cycle of full FIFOs can form. Small all-to-alls on one host
-// send every block in one LL message instead (larger ones copy once: single_copy.cc).
+// drains while it fills and no cycle of full FIFOs can form. Where the plan says LL (small
+// all-to-alls on one host) every block goes in one LL message instead (larger ones copy
+// once where the plan routes them so: single_copy.cc).
 #include <algorithm>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 namespace chorus {
 
 chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
@@ -37,6 +39,7 @@ chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan,
 }
 
 chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
@@ -106,8 +109,10 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t all = blockBytes * static_cast<size_t>(n);
-  if (comm->peerMem.allShm && all <= comm->tuning.llBytes) {
-    // Small, one host: every block in one LL message, straight to its rank.
+  if (plan.proto == Proto::LL) {
+    // Small, one host (choosePlan): every block in one LL message, straight to its rank.
+    if (all > comm->tuning.llBytes) return planCannotRun(comm, a, plan, all);
+    noteRan(comm, Algo::Direct, Proto::LL);
     if (in == out) {
       void* copy = comm->scratch.get(comm->scratch.a, all);
       std::memcpy(copy, in, all);
@@ -126,12 +131,14 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
     return chorusSuccess;
   }
   // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
+  noteRan(comm, Algo::Direct, Proto::Simple);
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllToAll, blockBytes, in == out,
                            allToAllFifo);
 }
 
 chorusResult_t barrierRun(chorusComm* comm, Prims& p) {
   // Everyone tells everyone on the LL path; nobody leaves before hearing from all.
+  noteRan(comm, Algo::Direct, Proto::LL);
   const int n = comm->nranks, rank = comm->rank;
   char token = 1, got = 0;
   for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, &token, 1));

@@ -16,6 +16,7 @@ chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
   if (plan.algo == Algo::Direct) {
+    noteRan(comm, Algo::Direct, Proto::LL);
     if (rank == root) {
       for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((root + k) % n, a.sendbuf, bytes));
       if (a.sendbuf != a.recvbuf) std::memcpy(a.recvbuf, a.sendbuf, bytes);
@@ -23,6 +24,8 @@ chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     }
     return p.recvLL(root, a.recvbuf, bytes);
   }
+  if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, bytes);
+  noteRan(comm, Algo::Ring, Proto::Simple);
   // A chain along comm->ring starting at the root.
   const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] + n) % n;
   const int next = comm->ring.next, prev = comm->ring.prev;

@@ -49,19 +49,33 @@ size_t resultBytes(const chorusComm* comm, const CollArgs& a) {
 
 }  // namespace
 
+chorusResult_t planCannotRun(chorusComm* comm, const CollArgs& a, const Plan& plan, size_t bytes) {
+  CHORUS_FAIL(chorusInternalError,
+              "%s of %zu B on %d ranks: the plan (%s) cannot run here; the planner "
+              "(src/tuning/choose_plan.cc) and the algorithms disagree",
+              collName(a.coll), bytes, comm->nranks, planText(plan).c_str());
+}
+
 namespace {
 
-// The schedule that runs a call on the FIFOs (or the LL path).
+// The schedule that runs a call on the FIFOs (or the LL path): the plan's, always.
 chorusResult_t runSchedule(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   switch (a.coll) {
-    case Coll::AllReduce:
-      if (plan.algo == Algo::Direct && a.count * p.elemSize() <= comm->tuning.llBytes)
-        return allReduceDirect(comm, a, p);
-      if (plan.algo == Algo::Doubling && a.count * p.elemSize() <= doublingMaxBytes(comm))
-        return allReduceRecDoubling(comm, a, p);
-      if (plan.algo == Algo::Tree) return allReduceTree(comm, a, plan, p);
-      if (plan.algo == Algo::Halving) return allReduceHalving(comm, a, plan, p);
-      return allReduceRing(comm, a, plan, p);
+    case Coll::AllReduce: {
+      const size_t bytes = a.count * p.elemSize();
+      switch (plan.algo) {
+        case Algo::Direct:
+          if (bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
+          return allReduceDirect(comm, a, p);
+        case Algo::Doubling:
+          if (bytes > doublingMaxBytes(comm)) return planCannotRun(comm, a, plan, bytes);
+          return allReduceRecDoubling(comm, a, p);
+        case Algo::Tree: return allReduceTree(comm, a, plan, p);
+        case Algo::Halving: return allReduceHalving(comm, a, plan, p);
+        case Algo::Ring: return allReduceRing(comm, a, plan, p);
+      }
+      return planCannotRun(comm, a, plan, bytes);
+    }
     case Coll::Broadcast: return broadcastRun(comm, a, plan, p);
     case Coll::Reduce: return reduceRun(comm, a, plan, p);
     case Coll::AllGather: return allGatherRun(comm, a, plan, p);
@@ -81,13 +95,25 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
   const size_t result = resultBytes(comm, a);
-  const Plan plan = commChoosePlan(comm, a.coll, result);
+  const Plan plan = commChoosePlan(comm, a.coll, result, PlanCall{a.sendbuf == a.recvbuf, a.root});
+  PlanCache::Record& rec = comm->plans.record;
+  rec.seq = seq;
+  rec.coll = a.coll;
+  rec.bytes = result;
+  rec.plan = plan;
+  rec.ranValid = false;
+  if (plan.fallback && comm->plans.strict)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "%s of %zu B on %d ranks: CHORUS_ALGO=%s CHORUS_PROTO=%s cannot run it "
+                "(CHORUS_ALGO_STRICT=1; without it this plan would run: %s)",
+                collName(a.coll), result, comm->nranks, comm->tuning.algo.c_str(),
+                comm->tuning.proto.c_str(), planText(plan).c_str());
   Prims p(comm, a.spec, collName(a.coll), seq, plan.streaming);
   p.noteWaitsIn(comm->flight->waitSlot(a.frId));
   // tcp sends pieces from the caller's buffers (no copy into a slot): the call ends once
   // the kernel holds them (settleSends).
   p.allowSendFromUser();
-  if (!singleCopyApplies(comm, a, result)) return p.settleSends(runSchedule(comm, a, plan, p));
+  if (plan.route != Route::SingleCopy) return p.settleSends(runSchedule(comm, a, plan, p));
   // Timed from before the descriptors are swapped to the end of whichever path ran: the
   // copy path is chosen from these times (src/tuning/copy_path.h).
   const int64_t t0 = nowNs();

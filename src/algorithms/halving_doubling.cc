@@ -12,8 +12,7 @@
 // but in 2 log2(n) dependent steps instead of 2 (n-1), and every step is a pairwise
 // exchange (both directions of one link at once). Where every message waits for its
 // receiver's turn on a crowded CPU (namespaced hosts sharing a kernel's CPUs, over tcp)
-// the number of dependent steps is what costs (docs/PERF.md "Session of 2026-11-25, third
-// stop: tcp mid sizes").
+// the number of dependent steps is what costs (docs/PERF.md#perf-tcp-mid-sizes).
 //
 // Positions are ring positions (comm->ring: a host's ranks adjacent), so with hosts of
 // 2^j ranks the first j steps, which move the larger halves, stay inside a host (shm), and
@@ -35,6 +34,7 @@
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
+#include "src/core/bits.h"
 #include "src/core/checks.h"
 
 namespace chorus {
@@ -93,6 +93,7 @@ Exchange exchangeFor(chorusComm* comm, const Plan& plan, Prims& p) {
 }  // namespace
 
 chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Halving, Proto::Simple);
   const int n = comm->nranks;
   const int me = comm->ring.me;
   const size_t elem = p.elemSize();
@@ -101,8 +102,7 @@ chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan&
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t count = a.count;
-  int pow2 = 1;
-  while (pow2 * 2 <= n) pow2 *= 2;
+  const int pow2 = static_cast<int>(floorPow2(static_cast<uint64_t>(n)));
   const int extra = n - pow2;
   auto rankAt = [&](int pos) { return comm->ring.at(pos); };
 
@@ -128,8 +128,7 @@ chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan&
   }
 
   // Reduce-scatter by halving.
-  int steps = 0;
-  while ((1 << steps) < pow2) ++steps;
+  const int steps = floorLog2(static_cast<uint64_t>(pow2));
   std::vector<Range> kept(static_cast<size_t>(steps) + 1);
   Range cur{0, count};
   for (int s = 0; s < steps; ++s) {
@@ -165,6 +164,7 @@ chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan&
 
 chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                     Prims& p) {
+  noteRan(comm, Algo::Halving, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), count = a.count;
   const char* in = static_cast<const char*>(a.sendbuf);
@@ -206,6 +206,7 @@ chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const P
 }
 
 chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  noteRan(comm, Algo::Halving, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), count = a.count;
   char* out = static_cast<char*>(a.recvbuf);

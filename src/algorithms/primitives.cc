@@ -175,7 +175,7 @@ chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, vo
   }
   // One pass: the result goes to the outgoing slot and to the user's buffer, block by block
   // while the block is in L1 (writing the whole slot first and copying it out afterwards
-  // read every byte of the slot a second time; docs/PERF.md "Fused reduce-copy").
+  // read every byte of the slot a second time; docs/PERF.md#perf-fused-reduce-copy).
   kernels::reduceCopy(spec_, out, dst, in, local, count, flags);
   comm_->recvConn[static_cast<size_t>(from)]->release();
   comm_->sendConn[static_cast<size_t>(to)]->post(bytes);

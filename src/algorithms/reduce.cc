@@ -9,6 +9,8 @@
 namespace chorus {
 
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, a.count * p.elemSize());
+  noteRan(comm, Algo::Ring, Proto::Simple);
   const int n = comm->nranks, root = a.root;
   // A chain along comm->ring ending at the root (chain position n-1).
   const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] - 1 + 2 * n) % n;

@@ -1,7 +1,7 @@
 // reducescatter.cc — block r of the reduction lands on rank r: a pipelined ring where the
-// partial sum of block c starts at rank c+1 and finishes at rank c. Small calls on one
-// host go direct on the LL path instead: every rank sends block r to rank r, which reduces
-// the n blocks in rank order (one hop of latency instead of n-1 FIFO steps).
+// partial sum of block c starts at rank c+1 and finishes at rank c. Where the plan says
+// direct (small calls on one host, choosePlan), the LL path instead: every rank sends block
+// r to rank r, which reduces the n blocks in rank order (one hop instead of n-1 FIFO steps).
 #include <algorithm>
 #include <cstring>
 
@@ -16,6 +16,7 @@ using kernels::kApplyPost;
 using kernels::kApplyPre;
 
 chorusResult_t reduceScatterDirect(chorusComm* comm, const CollArgs& a, Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::LL);
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   const size_t all = blockBytes * static_cast<size_t>(n);
@@ -57,11 +58,17 @@ chorusResult_t reduceScatterDirect(chorusComm* comm, const CollArgs& a, Prims& p
 }  // namespace
 
 chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  if (plan.algo == Algo::Halving && halvingFits(comm->nranks))
+  const size_t all = a.count * p.elemSize() * static_cast<size_t>(comm->nranks);
+  if (plan.algo == Algo::Halving) {
+    if (!halvingFits(comm->nranks)) return planCannotRun(comm, a, plan, all);
     return reduceScatterHalving(comm, a, plan, p);
-  if (comm->peerMem.allShm &&
-      a.count * p.elemSize() * static_cast<size_t>(comm->nranks) <= comm->tuning.llBytes)
+  }
+  if (plan.algo == Algo::Direct) {  // one host, small (choosePlan)
+    if (all > comm->tuning.llBytes) return planCannotRun(comm, a, plan, all);
     return reduceScatterDirect(comm, a, p);
+  }
+  if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, all);
+  noteRan(comm, Algo::Ring, Proto::Simple);
   // Ring in comm->ring order: the partial sum of the block owned s+1 positions back moves
   // forward each step, so every block is complete when it reaches its owner.
   const int n = comm->nranks, rank = comm->rank;

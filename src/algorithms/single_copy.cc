@@ -1,9 +1,11 @@
 // single_copy.cc — same-host collectives that copy once, straight between user buffers.
 //
 // The FIFO path copies every byte twice (into a slot, out of it). When all ranks share a
-// host, a rank can instead reach a peer's buffer directly (src/comm/peer_mem.h): through
-// process_vm_readv/writev (CMA) when the kernel allows it, or through a mapping of the
-// peer's registered chorusMemAlloc region. Each call then runs in three steps:
+// host, a rank can instead reach a peer's buffer directly, through the shm transport's
+// PeerAccess (transports/peer_access.h): process_vm_readv/writev (CMA) when the kernel
+// allows it, or a mapping of the peer's registered chorusMemAlloc region. The plan
+// (choosePlan) routes a call here and says whether CMA may be used. Each call then runs in three
+// steps:
 //   1. the ranks that touch each other's buffers swap descriptors (addresses, and the
 //      region when registered) on the LL path;
 //   2. each rank copies what it needs, one copy per byte;
@@ -17,64 +19,29 @@
 // all-reduce every rank reduces one share from all inputs and writes each reduced piece
 // into every rank's output (reduce once, write each output byte once, where the FIFO ring
 // adds a staging copy).
-// Whether a call runs here is decided from what every rank knows (size, CMA probe), and,
-// after step 1, from descriptors seen by both ends of every pair, so the ranks never
-// disagree; a buffer that cannot be reached falls back to the FIFO path.
+// Whether a call runs here is decided by the plan from what every rank knows (size, CMA
+// probe), and, after step 1, from descriptors seen by both ends of every pair, so the ranks
+// never disagree; a buffer that cannot be reached falls back to the plan's FIFO schedule.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/primitives.h"
-#include "src/comm/peer_mem.h"
+#include "transports/peer_access.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 
 namespace chorus {
 namespace {
 
-// All-reduce swaps descriptors only from this size: the swap (~0.2 us) is then a few percent
-// of the call at most, and calls whose deciding rank chose the FIFO fall back to it after
-// the swap. Below it the LL path runs. Measured (np 2, Intel Xeon, CMA forced against the
-// default): 32-128 KiB 1.2-1.4x faster through CMA, 16 KiB 5-10% slower.
-constexpr size_t kAllReduceSingleCopyMin = 64 * 1024;
+using Desc = PeerDesc;
 
-struct Desc {
-  BufRef send;
-  BufRef recv;
-  uint64_t seq;
-  uint64_t bytes;  // the caller's count in bytes (per block where blocks apply)
-  uint32_t cma;    // the deciding rank's choice for this call: 1 CMA, 0 the FIFO
-  uint32_t pad;
-  uint64_t lastSeq;  // this rank's last call of this collective that could copy once,
-  uint64_t lastNs;   // and its time here (PeerMem::lastCall)
-};
-
-// The rank whose copy path every rank follows in a call: one whose descriptor every rank
-// receives (the root; rank 0 where all swap with all), so the ranks never disagree.
-int decidingRank(const CollArgs& a) {
-  switch (a.coll) {
-    case Coll::Broadcast:
-    case Coll::Gather:
-    case Coll::Scatter: return a.root;
-    default: return 0;
-  }
-}
+int decidingRank(const CollArgs& a) { return copyPathDecider(a.coll, a.root); }
 
 // Collectives whose root leaves the FIFO path before its receivers have their bytes: the
 // root times a call with its receivers' times, which come with their next descriptors.
 bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter; }
-
-CopyPathUse copyPathUse(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return CopyPathUse::AllReduce;
-    case Coll::AllToAll: return CopyPathUse::AllToAll;
-    case Coll::Broadcast: return CopyPathUse::Broadcast;
-    case Coll::Gather: return CopyPathUse::Gather;
-    case Coll::Scatter: return CopyPathUse::Scatter;
-    default: return CopyPathUse::AllGather;
-  }
-}
 
 // Feeds one timed call to the collective's chooser; logs a change of path at INFO.
 void recordCopyPath(chorusComm* comm, Coll coll, size_t bytes, bool inPlace, CopyPath way,
@@ -95,25 +62,28 @@ void recordCopyPath(chorusComm* comm, Coll coll, size_t bytes, bool inPlace, Cop
 
 class SingleCopy {
  public:
-  SingleCopy(chorusComm* comm, const CollArgs& a, Prims& p, uint64_t seq, size_t resultBytes,
-             CopyPathCall* call)
+  SingleCopy(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p, uint64_t seq,
+             size_t resultBytes, CopyPathCall* call)
       : comm_(comm), a_(a), p_(p), seq_(seq), n_(comm->nranks), rank_(comm->rank) {
     bytes_ = a.count * p.elemSize();
-    // CMA only below its limit and, under CHORUS_CMA_MAX=auto, where the deciding rank's
-    // timings say it beats the FIFO; registered buffers are reached through mappings at
-    // every size. Every rank takes the deciding rank's choice from its descriptor (swap).
-    PeerMem& pm = comm->peerMem;
-    cma_ = pm.cma && resultBytes < pm.cmaLimit;
-    if (cma_ && pm.cmaAuto && rank_ == decidingRank(a)) {
+    // The plan says whether CMA may carry unregistered buffers (below CHORUS_CMA_MAX, and,
+    // under CHORUS_CMA_MAX=auto, on the deciding rank, its chooser's pick for this call);
+    // registered buffers are reached through mappings at every size. Every rank takes the
+    // deciding rank's choice from its descriptor (swap).
+    cma_ = plan.cma;
+    if (plan.cmaTimed) {
       call->chose = true;
       call->use = copyPathUse(a.coll);
       call->bytes = resultBytes;
       call->inPlace = a.sendbuf == a.recvbuf;
-      call->way = pm.copyPaths[call->use].choose(call->bytes, call->inPlace);
-      cma_ = call->way == CopyPath::Cma;
+      call->way = cma_ ? CopyPath::Cma : CopyPath::Fifo;
     }
     theirs_.resize(static_cast<size_t>(n_));
   }
+
+  // This call took the single-copy route: CMA where the deciding rank allowed it, else
+  // registered buffers' mappings only.
+  void ran() { noteRan(comm_, Algo::Direct, Proto::Simple, cma_ ? PathRan::Cma : PathRan::Mapped); }
 
   // Sends our descriptor to every rank in `to`, receives one from every rank in `from`.
   chorusResult_t swap(const std::vector<int>& to, const std::vector<int>& from, bool sendSide,
@@ -185,6 +155,8 @@ class SingleCopy {
   }
 
   const Desc& of(int r) const { return theirs_[static_cast<size_t>(r)]; }
+  // The transport's reach into peers' memory (planned only where there is one: allShm).
+  PeerAccess& access() const { return *comm_->peerMem.access; }
   bool cma() const { return cma_; }
   std::vector<int> others() const {
     std::vector<int> v;
@@ -213,7 +185,7 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   const std::vector<int> to = s.others(), from = s.othersFrom();
   CHORUS_CHECK(s.swap(to, from, true, false));
   for (int r = 0; r < s.n_; ++r)
-    if (!peerMemReachable(s.of(r).send, s.cma())) return chorusSuccess;  // all see the same
+    if (!peerReachable(s.of(r).send, s.cma())) return chorusSuccess;  // all see the same
   const size_t b = s.bytes_;
   char* out = static_cast<char*>(s.a_.recvbuf);
   const char* in = static_cast<const char*>(s.a_.sendbuf);
@@ -232,10 +204,11 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   // block (np 2, -R 1, 64 MiB: all-gather 6736 against 9331 us, all-to-all 8735 against
   // 10291; 8-32 MiB 1.04-1.14x).
   for (int peer : from)
-    CHORUS_CHECK(peerMemRead(s.comm_, peer, s.of(peer).send, a2a ? mine * b : 0,
-                             out + static_cast<size_t>(peer) * b, b, plan.streaming));
+    CHORUS_CHECK(s.access().read(peer, s.of(peer).send, a2a ? mine * b : 0,
+                                 out + static_cast<size_t>(peer) * b, b, plan.streaming));
   CHORUS_CHECK(s.finish(to, from));
   *done = true;
+  s.ran();
   return chorusSuccess;
 }
 
@@ -250,7 +223,7 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   else
     peersOfRoot = {root};
   CHORUS_CHECK(s.swap(peersOfRoot, peersOfRoot, s.rank_ == root, s.rank_ != root));
-  if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
+  if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
   const Desc& r = s.of(root);
   // The root tells the receivers in its descriptor whether it is in place (send.pad).
   const bool rootInPlace = r.send.pad == 1;
@@ -260,16 +233,17 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
     if (!rootInPlace) kernels::copy(s.a_.recvbuf, s.a_.sendbuf, b, plan.streaming);
     for (int peer : peersOfRoot) {
       const BufRef& dst = s.of(peer).recv;
-      if (rootPart && peerMemReachable(dst, s.cma()))
-        CHORUS_CHECK(peerMemWrite(s.comm_, peer, dst, 0, s.a_.sendbuf, rootPart, plan.streaming));
+      if (rootPart && peerReachable(dst, s.cma()))
+        CHORUS_CHECK(s.access().write(peer, dst, 0, s.a_.sendbuf, rootPart, plan.streaming));
     }
   } else {
-    const size_t from = rootPart && peerMemReachable(s.of(s.rank_).recv, s.cma()) ? rootPart : 0;
-    CHORUS_CHECK(peerMemRead(s.comm_, root, r.send, from, static_cast<char*>(s.a_.recvbuf) + from,
-                             b - from, plan.streaming));
+    const size_t from = rootPart && peerReachable(s.of(s.rank_).recv, s.cma()) ? rootPart : 0;
+    CHORUS_CHECK(s.access().read(root, r.send, from, static_cast<char*>(s.a_.recvbuf) + from,
+                                 b - from, plan.streaming));
   }
   CHORUS_CHECK(s.finish(peersOfRoot, peersOfRoot));
   *done = true;
+  s.ran();
   return chorusSuccess;
 }
 
@@ -286,7 +260,7 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
     char* own = out + static_cast<size_t>(root) * b;
     if (own != s.a_.sendbuf) std::memmove(own, s.a_.sendbuf, b);
     std::vector<int> wrote;
-    const bool reach = peerMemReachable(s.of(root).recv, s.cma());
+    const bool reach = peerReachable(s.of(root).recv, s.cma());
     for (int peer : to) {
       if (reach) {
         wrote.push_back(peer);
@@ -300,9 +274,9 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
   } else {
     CHORUS_CHECK(s.swap({}, {root}, false, false));
     const BufRef& dst = s.of(root).recv;
-    if (peerMemReachable(dst, s.cma())) {
-      CHORUS_CHECK(peerMemWrite(s.comm_, root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf,
-                                b, plan.streaming));
+    if (peerReachable(dst, s.cma())) {
+      CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
+                                    plan.streaming));
       CHORUS_CHECK(s.finish({root}, {}));
     } else {
       const char* in = static_cast<const char*>(s.a_.sendbuf);
@@ -312,6 +286,7 @@ chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
     }
   }
   *done = true;
+  s.ran();
   return chorusSuccess;
 }
 
@@ -323,18 +298,19 @@ chorusResult_t scatter(SingleCopy& s, const Plan& plan, bool* done) {
     // The receivers' descriptors carry their times of the last call (rootLeavesEarly).
     const std::vector<int> to = s.others();
     CHORUS_CHECK(s.swap(to, to, true, false));
-    if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
     const char* own = static_cast<const char*>(s.a_.sendbuf) + static_cast<size_t>(root) * b;
     if (own != s.a_.recvbuf) std::memmove(s.a_.recvbuf, own, b);
     CHORUS_CHECK(s.finish({}, to));
   } else {
     CHORUS_CHECK(s.swap({root}, {root}, false, false));
-    if (!peerMemReachable(s.of(root).send, s.cma())) return chorusSuccess;
-    CHORUS_CHECK(peerMemRead(s.comm_, root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
-                             s.a_.recvbuf, b, plan.streaming));
+    if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    CHORUS_CHECK(s.access().read(root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
+                                 s.a_.recvbuf, b, plan.streaming));
     CHORUS_CHECK(s.finish({root}, {}));
   }
   *done = true;
+  s.ran();
   return chorusSuccess;
 }
 
@@ -368,7 +344,7 @@ chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, const std::vec
     if (r == me) continue;
     char* theirs;
     CHORUS_CHECK(
-        peerMemMapped(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send, off, &theirs));
+        s.access().mapped(static_cast<int>(r), s.of(static_cast<int>(r)).send, off, &theirs));
     if (++folded == n) {
       kernels::reduceCopy(spec, result, out, acc, theirs, cnt,
                           pre | kernels::kApplyPost | streaming);
@@ -379,7 +355,7 @@ chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, const std::vec
   }
   for (int peer : peers) {
     char* theirs;
-    CHORUS_CHECK(peerMemMapped(s.comm_, peer, s.of(peer).recv, off, &theirs));
+    CHORUS_CHECK(s.access().mapped(peer, s.of(peer).recv, off, &theirs));
     kernels::copy(theirs, result, bytes, nt);
   }
   return chorusSuccess;
@@ -398,14 +374,15 @@ chorusResult_t reduceMappedPiece(SingleCopy& s, const Plan& plan, const std::vec
 // large to stay in cache; the scratch piece stays in cache. Per byte of the share that is
 // two inputs read and two outputs written, the least any schedule moves. Measured against
 // reducing the whole share into our output and copying the other shares from their owners'
-// outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "fifth stop"): 1.2-1.7x out
+// outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md#perf-registered-push): 1.2-1.7x out
 // of place and 1.1-2.5x in place from 256 KiB.
 //
 // CMA (the deciding rank chose it, CHORUS_CMA_MAX): the kernel copies each peer's input
 // piece into scratch, the reduction folds it into our output, and the kernel writes the
 // reduced piece into every peer's output (process_vm_writev). Measured against reading the
-// owners' outputs after a first "done" (np 2, Intel Xeon, docs/PERF.md "Pushing the
-// reduced shares"): 1.1-1.6x out of place and 1.5-2x in place from 256 KiB.
+// owners' outputs after a first "done" (np 2, Intel Xeon,
+// docs/PERF.md#perf-push-reduced-shares): 1.1-1.6x out of place and 1.5-2x in place from
+// 256 KiB.
 //
 // In place, peer p reads and writes only share p of our buffer, and reads each of its
 // pieces before it writes it; we read and write only share q. So no byte is read after a
@@ -446,49 +423,27 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
     }
     for (size_t r = 0, folded = 1; r < n; ++r) {
       if (r == me) continue;
-      CHORUS_CHECK(peerMemRead(s.comm_, static_cast<int>(r), s.of(static_cast<int>(r)).send, off,
-                               scratch, cnt * elem));
+      CHORUS_CHECK(s.access().read(static_cast<int>(r), s.of(static_cast<int>(r)).send, off,
+                                   scratch, cnt * elem, false));
       const unsigned last = ++folded == n ? kernels::kApplyPost : 0u;
       kernels::reduce(spec, out + off, started ? out + off : in + off, scratch, cnt, pre | last);
       started = true;
     }
     for (int peer : to)
-      CHORUS_CHECK(peerMemWrite(s.comm_, peer, s.of(peer).recv, off, out + off, cnt * elem));
+      CHORUS_CHECK(s.access().write(peer, s.of(peer).recv, off, out + off, cnt * elem, false));
   }
   CHORUS_CHECK(s.finish(to, from));  // nobody reads or writes our buffers any more
   *done = true;
+  s.ran();
   return chorusSuccess;
 }
 
 }  // namespace
 
-bool singleCopyApplies(const chorusComm* comm, const CollArgs& a, size_t resultBytes) {
-  if (!comm->peerMem.allShm) return false;
-  if (resultBytes < comm->peerMem.threshold) return false;
-  switch (a.coll) {
-    case Coll::AllGather:
-    case Coll::Broadcast:
-    case Coll::Gather:
-    case Coll::Scatter: break;
-    case Coll::AllReduce:
-      if (resultBytes < kAllReduceSingleCopyMin) return false;
-      break;
-    case Coll::AllToAll:
-      // In place, a peer would read a block this rank is overwriting.
-      if (a.sendbuf == a.recvbuf) return false;
-      break;
-    default: return false;
-  }
-  for (int r = 0; r < comm->nranks; ++r)
-    if (r != comm->rank && comm->sendConn[static_cast<size_t>(r)]->llMaxBytes() < sizeof(Desc))
-      return false;
-  return true;
-}
-
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                              uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call) {
   *done = false;
-  SingleCopy s(comm, a, p, seq, resultBytes, call);
+  SingleCopy s(comm, a, plan, p, seq, resultBytes, call);
   switch (a.coll) {
     case Coll::AllGather:
     case Coll::AllToAll: return allToAllLike(s, plan, done);

@@ -88,7 +88,24 @@ struct PlanCache {
   bool lastValid = false;
   Coll lastColl = Coll::AllReduce;
   size_t lastBytes = 0;
+  bool lastInPlace = false;
   Plan last{};
+  /// Set with the tables: CHORUS_ALGO_STRICT (a call the restriction cannot run fails), and
+  /// whether a single-copy descriptor fits every peer's LL message.
+  bool strict = false;
+  bool descFits = false;
+  /// Collectives whose fallback (the restriction cannot run a call) was reported at WARN.
+  std::atomic<uint32_t> warnedFallback{0};
+  /// The last collective's plan and what ran it (the algorithm that ran records itself):
+  /// what tests read through src/api/test_hooks.h. Under execMutex.
+  struct Record {
+    uint64_t seq = 0;
+    Coll coll = Coll::AllReduce;
+    size_t bytes = 0;
+    Plan plan{};
+    Ran ran{};
+    bool ranValid = false;
+  } record;
 };
 
 /// The last blocking call that passed validation (src/api/collectives.cc): an identical call
@@ -247,9 +264,11 @@ chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res);
 /// instead of at its first collective. Safe to call any number of times.
 void commTuningInit(chorusComm* comm);
 
-/// Algorithm, protocol and piece size for one call (src/comm/plan.cc); `bytes` is the
-/// size of the whole result buffer.
-Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes);
+/// The whole plan of one call (src/comm/plan.cc): choosePlan over this communicator's
+/// tables and facts, plus, on the rank that decides single copy's path for every rank, its
+/// timed pick of CMA or the FIFO; logged at INFO (once per size bucket) and TRACE (every
+/// call). `bytes` is the size of the whole result buffer.
+Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& call = PlanCall{});
 
 /// Validates a communicator handle passed by the user.
 chorusResult_t commCheck(const chorusComm* comm, const char* api);

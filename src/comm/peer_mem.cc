@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernels/host/host_reduce.h"
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
@@ -117,11 +114,6 @@ bool memFind(const void* p, size_t bytes, MemRegion* out) {
   return false;
 }
 
-PeerMem::~PeerMem() {
-  for (PeerMapping& m : maps)
-    if (m.base) munmap(m.base, m.bytes);
-}
-
 chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
   const int64_t thr = paramInt(Param::SingleCopyBytes);
@@ -133,44 +125,22 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   pm.cma = false;
   const int n = comm->nranks;
   // Single copy (and the direct LL schedules that assume cheap same-host hops) only when
-  // shared memory joins every pair: one host, and shm is the one transport connected (not
-  // disabled, not replaced by a test's transport table). The same answer on every rank.
-  pm.allShm = n >= 2 && comm->localRanks == n && comm->transports.size() == 1 &&
-              std::strcmp(comm->transports[0]->name(), "shm") == 0;
+  // shared memory joins every pair: one host, and a transport that shares memory is the one
+  // connected (not disabled, not replaced by a test's transport table). The same answer on
+  // every rank.
+  // Asked of the transport by capability: it shares memory and reaches peers' memory.
+  pm.access = nullptr;
+  if (n >= 2 && comm->localRanks == n && comm->transports.size() == 1 &&
+      comm->transports[0]->sharesMemory())
+    pm.access = comm->transports[0]->peerAccess();
+  pm.allShm = pm.access != nullptr;
   if (!pm.allShm) return chorusSuccess;
-  pm.cookie = comm->commHash ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(comm->rank + 1));
-  struct Probe {
-    uint64_t addr;
-    int32_t wanted;  // CHORUS_CMA_DISABLE=0 on this rank
-    int32_t ok;      // this rank could read every peer's cookie
-  };
-  std::vector<Probe> all(static_cast<size_t>(n));
-  Probe& me = all[static_cast<size_t>(comm->rank)];
-  me.addr = reinterpret_cast<uint64_t>(&pm.cookie);
-  me.wanted = paramInt(Param::CmaDisable) == 0 ? 1 : 0;
-  CHORUS_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
-  int firstFail = -1, err = 0;
-  for (int p = 0; p < n && me.wanted; ++p) {
-    if (p == comm->rank) continue;
-    uint64_t got = 0;
-    struct iovec local = {&got, sizeof got};
-    struct iovec remote = {reinterpret_cast<void*>(all[static_cast<size_t>(p)].addr), sizeof got};
-    const ssize_t r =
-        process_vm_readv(comm->peers[static_cast<size_t>(p)].pid, &local, 1, &remote, 1, 0);
-    const uint64_t want = comm->commHash ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(p + 1));
-    if (r != static_cast<ssize_t>(sizeof got) || got != want) {
-      firstFail = p;
-      err = r < 0 ? errno : 0;
-      break;
-    }
-  }
-  me.ok = me.wanted && firstFail < 0 ? 1 : 0;
-  CHORUS_CHECK(comm->bootstrap->allGather(all.data(), sizeof(Probe)));
-  bool allOk = true, allWanted = true;
-  for (const Probe& p : all) {
-    allOk = allOk && p.ok;
-    allWanted = allWanted && p.wanted;
-  }
+  CmaProbe probe;
+  CHORUS_CHECK(pm.access->probeCma(
+      [comm](void* data, size_t bytes) { return comm->bootstrap->allGather(data, bytes); },
+      paramInt(Param::CmaDisable) == 0, &probe));
+  const bool allOk = probe.works, allWanted = probe.allWanted;
+  const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;
   if (comm->rank != 0 && firstFail < 0) return chorusSuccess;
   if (pm.cma && pm.cmaAuto)
@@ -232,109 +202,6 @@ BufRef peerMemRef(chorusComm* comm, const void* p, size_t bytes) {
       break;
     }
   return ref;
-}
-
-namespace {
-
-// The peer's region, mapped here (cached; at most kMaxMappings, oldest dropped first).
-constexpr size_t kMaxMappings = 64;
-
-chorusResult_t mapRegion(chorusComm* comm, int peer, const BufRef& ref, char** base) {
-  PeerMem& pm = comm->peerMem;
-  for (PeerMapping& m : pm.maps)
-    if (m.peer == peer && m.regionId == ref.regionId) {
-      *base = m.base;
-      return chorusSuccess;
-    }
-  const int pid = comm->peers[static_cast<size_t>(peer)].pid;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, ref.fd);
-  const int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    CHORUS_FAIL(chorusSystemError, "rank %d cannot open rank %d's registered buffer (%s): %s",
-                comm->rank, peer, path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < ref.regionBytes) {
-    close(fd);
-    CHORUS_FAIL(chorusSystemError,
-                "rank %d: rank %d's registered buffer (%s) is not the %llu-byte region it "
-                "named: was it freed while registered?",
-                comm->rank, peer, path, static_cast<unsigned long long>(ref.regionBytes));
-  }
-  void* p = mmap(nullptr, ref.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int e = errno;
-  close(fd);
-  if (p == MAP_FAILED)
-    CHORUS_FAIL(chorusSystemError, "rank %d: mmap of rank %d's registered buffer failed: %s",
-                comm->rank, peer, strerror(e));
-  if (pm.maps.size() >= kMaxMappings) {
-    munmap(pm.maps.front().base, pm.maps.front().bytes);
-    pm.maps.erase(pm.maps.begin());
-  }
-  pm.maps.push_back(PeerMapping{peer, ref.regionId, static_cast<char*>(p), ref.regionBytes});
-  CHORUS_INFO(kLogAlloc, "rank %d: mapped rank %d's registered region %llu (%llu bytes)",
-              comm->rank, peer, static_cast<unsigned long long>(ref.regionId),
-              static_cast<unsigned long long>(ref.regionBytes));
-  *base = static_cast<char*>(p);
-  return chorusSuccess;
-}
-
-chorusResult_t cmaMove(chorusComm* comm, int peer, uint64_t remoteAddr, void* local, size_t bytes,
-                       bool write) {
-  const int pid = comm->peers[static_cast<size_t>(peer)].pid;
-  size_t done = 0;
-  while (done < bytes) {
-    struct iovec l = {static_cast<char*>(local) + done, bytes - done};
-    struct iovec r = {reinterpret_cast<void*>(remoteAddr + done), bytes - done};
-    const ssize_t got =
-        write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
-    if (got <= 0) {
-      if (got < 0 && errno == EINTR) continue;
-      const int e = got < 0 ? errno : EIO;
-      if (e == ESRCH)
-        CHORUS_FAIL(chorusRemoteError, "rank %d (pid %d, same host) is gone", peer, pid);
-      CHORUS_FAIL(chorusSystemError, "rank %d: process_vm_%sv %s rank %d failed: %s", comm->rank,
-                  write ? "write" : "read", write ? "to" : "from", peer, strerror(e));
-    }
-    done += static_cast<size_t>(got);
-  }
-  return chorusSuccess;
-}
-
-}  // namespace
-
-chorusResult_t peerMemMapped(chorusComm* comm, int peer, const BufRef& ref, size_t off, char** p) {
-  if (!ref.regionId)
-    CHORUS_FAIL(chorusInternalError, "rank %d: rank %d's buffer is not registered memory",
-                comm->rank, peer);
-  char* base = nullptr;
-  CHORUS_CHECK(mapRegion(comm, peer, ref, &base));
-  *p = base + (ref.addr - ref.regionBase) + off;
-  return chorusSuccess;
-}
-
-chorusResult_t peerMemRead(chorusComm* comm, int peer, const BufRef& ref, size_t off, void* dst,
-                           size_t bytes, bool streaming) {
-  if (bytes == 0) return chorusSuccess;
-  if (ref.regionId) {
-    char* theirs;
-    CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
-    kernels::copy(dst, theirs, bytes, streaming);
-    return chorusSuccess;
-  }
-  return cmaMove(comm, peer, ref.addr + off, dst, bytes, false);
-}
-
-chorusResult_t peerMemWrite(chorusComm* comm, int peer, const BufRef& ref, size_t off,
-                            const void* src, size_t bytes, bool streaming) {
-  if (bytes == 0) return chorusSuccess;
-  if (ref.regionId) {
-    char* theirs;
-    CHORUS_CHECK(peerMemMapped(comm, peer, ref, off, &theirs));
-    kernels::copy(theirs, src, bytes, streaming);
-    return chorusSuccess;
-  }
-  return cmaMove(comm, peer, ref.addr + off, const_cast<void*>(src), bytes, true);
 }
 
 chorusResult_t peerMemRegister(chorusComm* comm, void* buff, size_t size, void** handle) {

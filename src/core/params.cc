@@ -29,8 +29,12 @@ const ParamInfo kParams[] = {
     {"CHORUS_ALGO", "",
      "Restrict the cost model to these algorithms: ring, tree, direct, doubling (all-reduce "
      "recursive doubling, opt-in: only when named), or a list (ring,tree); ^list excludes. "
-     "Ignored where none of them can run."},
+     "Where none of them can run a call, the default plan runs it (a WARN says so once "
+     "per collective), or the call fails under CHORUS_ALGO_STRICT=1."},
     {"CHORUS_PROTO", "", "Restrict the protocol: LL or Simple; ^X excludes one."},
+    {"CHORUS_ALGO_STRICT", "0",
+     "1: a call that CHORUS_ALGO / CHORUS_PROTO cannot run fails with chorusInvalidUsage "
+     "instead of running the default plan."},
     {"CHORUS_SPIN_NS", "0",
      "How long (ns) a waiter spins before it sleeps on its doorbell; 0 adapts it per "
      "communicator (docs/ARCHITECTURE.md, Waiting)."},

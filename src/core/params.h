@@ -24,6 +24,7 @@ enum class Param : int {
   NtThreshold,         // CHORUS_NT_THRESHOLD
   Algo,                // CHORUS_ALGO
   Proto,               // CHORUS_PROTO
+  AlgoStrict,          // CHORUS_ALGO_STRICT
   SpinNs,              // CHORUS_SPIN_NS
   HostId,              // CHORUS_HOSTID
   SocketIfname,        // CHORUS_SOCKET_IFNAME

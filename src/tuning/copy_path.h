@@ -4,10 +4,10 @@
 // process_vm_readv/writev (CMA: the kernel pins the peer's pages and copies).
 //
 // Which one wins is a property of the CPU and of where the host put the vCPUs, not of the
-// code: on the AMD EPYC (Zen 5) VM of docs/PERF.md ("Single copy: where CMA loses") the
+// code: on the AMD EPYC (Zen 5) VM of docs/PERF.md#perf-single-copy-cma-loses the
 // FIFO was 1.5-4x faster at every size from 8 KiB (a cache-resident FIFO copy runs at
 // 35-40 GB/s, the kernel's at 7-15), and on the Intel Xeon (Emerald Rapids) VM of
-// "Session of 2026-11-28 (Intel)" CMA was 1.2-2x faster from 32 KiB (one core copies at
+// docs/PERF.md#perf-copy-path-intel CMA was 1.2-2x faster from 32 KiB (one core copies at
 // 10-19 GB/s there, so the second copy costs more than the kernel's pinning). So the
 // choice is measured on the calls themselves (two_way_chooser.h), one chooser per
 // collective, by the one rank whose choice every rank follows (single_copy.cc). Each way
@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/core/coll.h"
 #include "src/tuning/two_way_chooser.h"
 
 namespace chorus {
@@ -39,6 +40,24 @@ enum class CopyPathUse : uint8_t {
   AllReduce = 5
 };
 constexpr size_t kCopyPathUses = 6;  // the values of CopyPathUse
+
+/// The chooser a collective's same-host calls learn in.
+inline CopyPathUse copyPathUse(Coll c) {
+  switch (c) {
+    case Coll::AllReduce: return CopyPathUse::AllReduce;
+    case Coll::AllToAll: return CopyPathUse::AllToAll;
+    case Coll::Broadcast: return CopyPathUse::Broadcast;
+    case Coll::Gather: return CopyPathUse::Gather;
+    case Coll::Scatter: return CopyPathUse::Scatter;
+    default: return CopyPathUse::AllGather;
+  }
+}
+
+/// The rank whose copy path every rank follows in a call: one whose descriptor every rank
+/// receives (the root; rank 0 where all swap with all), so the ranks never disagree.
+inline int copyPathDecider(Coll c, int root) {
+  return c == Coll::Broadcast || c == Coll::Gather || c == Coll::Scatter ? root : 0;
+}
 
 class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, kCopyPathUses> {
  public:

@@ -3,7 +3,7 @@
 // or with streaming stores (the lines go to memory and the peer reads them from there).
 //
 // Which one is faster depends on how far apart the two cores are, and on a VM that changes
-// while a job runs: on the Zen 5 VM of docs/PERF.md ("Slot stores") the host moves the two
+// while a job runs: on the Zen 5 VM of docs/PERF.md#perf-slot-stores the host moves the two
 // vCPUs between cores that share an L3 (a cache line crosses in ~110 ns round trip) and
 // cores on different dies (~530 ns) every few minutes. Sharing an L3, ordinary stores win
 // (streaming ones 0.5-0.7x at 256 KiB-32 MiB); apart, every line the peer takes from this

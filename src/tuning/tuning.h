@@ -30,11 +30,33 @@ constexpr int kNumProtos = 2;
 const char* algoName(Algo a);
 const char* protoName(Proto p);
 
+/// How a call's bytes travel: through the transports' FIFOs, or, between ranks of one
+/// host, once, straight between user buffers (PeerMem: mappings of registered buffers, or
+/// CMA).
+enum class Route : int { Fifo, SingleCopy };
+const char* routeName(Route r);
+
 struct Plan {
   Algo algo;
   Proto proto;
   size_t pieceBytes;  // bytes moved per primitive step (<= slot size)
   bool streaming;     // write the user's output with non-temporal stores
+  Route route = Route::Fifo;
+  bool cma = false;       // single copy may use CMA for buffers that are not registered
+  bool cmaTimed = false;  // `cma` is this rank's timed pick for every rank (CHORUS_CMA_MAX=auto)
+  bool fallback = false;  // the restriction cannot run this call (see choosePlan)
+};
+
+/// How single copy reached the peers' buffers in a call that took it.
+enum class PathRan : int { Fifo, Mapped, Cma };
+const char* pathRanName(PathRan p);
+
+/// What a call actually ran, recorded by the algorithm that ran it: tests compare it with
+/// the plan (src/api/test_hooks.h).
+struct Ran {
+  Algo algo = Algo::Ring;
+  Proto proto = Proto::Simple;
+  PathRan path = PathRan::Fifo;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -48,7 +70,8 @@ struct LinkCost {
 };
 
 /// Every constant of the model. Defaults are measured on the 2-core development machine
-/// (docs/PERF.md "Tuning: auto vs forced"); CHORUS_TUNING_FILE may replace any of them.
+/// (docs/TUNING.md#constants); CHORUS_TUNING_FILE may replace any of them. Where each
+/// fitted or hand-set value comes from is told in docs/TUNING.md, under the anchor named.
 struct ModelParams {
   LinkCost shm{0.38, 6.5};    // LL hop latency; per-rank copy rate of a slot pipeline
   LinkCost tcp{45.0, 1.0};    // one message over a socket; per-rank stream rate
@@ -59,59 +82,25 @@ struct ModelParams {
   double osLatFactor = 0.0;   // hop latency x (1 + this * (ranks per core - 1))
   double osLatUs = 1.0;       // direct: + this per peer per extra rank per core
   double osBwFactor = 1.0;    // Simple bandwidth / (1 + this * (ranks per core - 1))
-  /// All-reduce tree over all-TCP hops: the predicted time times a factor fitted to
-  /// measurements per power-of-two size, 16 KiB (index 0) to 8 MiB (index 9), interpolated
-  /// in log2(size) between them and held flat outside (as NCCL corrects its tree by size).
-  /// Each factor is the measured tree/ring time over the model's own tree/ring. Refitted
-  /// after issue 17's second pass (the waiting caller reads the sockets itself): on two
-  /// namespaced hosts the tree now takes 1.37-1.85x the ring's time at every size from
-  /// 16 KiB, where before it had kept up with the ring up to 512 KiB (docs/ARCHITECTURE.md
-  /// "Tuning", docs/PERF.md "Tuning over tcp after the second pass").
-  /// Where one kernel runs more of the job's ranks than it has CPUs (namespaced hosts or
-  /// containers on one machine, src/comm/hostid.h) and hops go over tcp, every message
-  /// waits for its receiver's turn on a CPU, and for the sockets' work in the kernel.
-  /// Fitted on 4 namespaced hosts x 1 rank and 2 x 2 on 2 CPUs (perf/fit_tcp_crowd.py,
-  /// perf/data/tcp_crowd.csv; docs/PERF.md "Ranks that share a kernel"), each times the
-  /// extra ranks per CPU: a direct exchange pays this per peer over tcp (its exchanges
-  /// all wait for every peer at once; recursive doubling waits for one per step) ...
+  /// Over tcp where one kernel runs more ranks than it has CPUs: a direct exchange pays
+  /// this per peer over tcp per extra rank per CPU (docs/TUNING.md#tcp-crowd).
   double tcpCrowdPeerUs = 24.7;
-  /// One round of recursive doubling between host leaders over tcp (leadersDoubling): set
-  /// by hand from 2 namespaced hosts x 2 ranks on 2 CPUs (docs/PERF.md "fifth stop:
-  /// leaders"): 15.4-18.7 us from 8 B to 8 KiB, 25-35 / 46-52 / 70-78 / 134-165 us at 32 /
-  /// 64 / 128 / 256 KiB, whole call. The model's tcp hop (45 us, 1 GB/s per rank) predicts
-  /// 3x that, and would leave 32-128 KiB to halving, measured 1.3-2.6x slower there.
+  /// One round of recursive doubling between host leaders over tcp (leadersDoubling;
+  /// docs/TUNING.md#tcp-leaders).
   LinkCost tcpLeaders{14.0, 1.9};
+  /// Size corrections, one factor per power of two from 16 KiB (index 0) to 8 MiB (index
+  /// 9), interpolated in log2(size) and held flat outside (as NCCL corrects its tree by
+  /// size): the all-TCP tree (docs/TUNING.md#tcp-tree), and over tcp on a crowded kernel
+  /// the ring and recursive halving, each times the extra ranks per CPU
+  /// (docs/TUNING.md#tcp-crowd-ring, #tcp-crowd-halving).
   static constexpr int kTcpTreeBuckets = 10;
   double tcpTreeCorrection[kTcpTreeBuckets] = {1.22, 1.23, 1.24, 1.22, 1.2,
                                                1.13, 1.06, 1.06, 1.07, 1.27};
-  /// ... and the ring's time, over tcp on a crowded kernel, is multiplied by a factor per
-  /// size (the same buckets and interpolation as tcpTreeCorrection, times the extra ranks
-  /// per CPU; there the tree's own correction is left out). Fitted (perf/fit_tcp_crowd.py)
-  /// so that the model's choice among ring, tree and halving is the best measured in both
-  /// shapes at once, with one tcp socket per peer (CHORUS_NSOCKS=auto): on 4 x 1 the ring
-  /// from 64 KiB on, on 2 x 2 the ring up to 2 MiB, halving from 2 MiB.
   double tcpCrowdRingCorrection[kTcpTreeBuckets] = {1.41, 0.96, 0.50, 0.75, 1.00,
                                                     0.96, 0.92, 0.92, 0.92, 0.92};
-  /// ... and so is recursive halving + doubling's (Algo::Halving). Set by hand from forced
-  /// runs in perf/compare_tcp.sh's own protocol (a fresh process per sweep, -n 5 -w 1 from
-  /// 256 KiB; -n 200 below) once the waiting caller kept the sockets for its whole yield
-  /// (CHORUS_TCP_BUSY_POLL_US=auto) and the tcp slot rings and 2 x 2's shm segments were
-  /// faulted in at connect: 4 x 1, halving 115-133 us at 16-64 KiB against the tree's
-  /// 114-248 and the ring's 169-208, 436 / 1439 us at 256 KiB / 1 MiB against the ring's
-  /// 506 / 2011, and in 5 more rounds 351 / 1233 / 5791 us at 256 KiB / 1 / 4 MiB against
-  /// the ring's 450 / 1361 / 6833, level with it at 16 MiB; 2 x 2, halving 69-100 us at
-  /// 32-128 KiB, 164 / 441 / 2896 us at 256 KiB / 1 / 4 MiB against the ring's 313 / 987 /
-  /// 4082 (docs/PERF.md "fourth stop: tcp crowd"). The fit of perf/fit_tcp_crowd.py (its
-  /// input, -n 20 -w 5 from 16 KiB, had halving's first calls at every size paying page
-  /// faults then) had put 3.0 at 128 KiB-1 MiB ...
   double tcpCrowdHalvingCorrection[kTcpTreeBuckets] = {1.30, 0.80, 0.50, 0.80, 0.80,
                                                        0.80, 0.80, 0.80, 0.85, 1.00};
-  /// ... and times this above 16 MiB, where it was not fitted: measured on 2 x 2, 64 MiB
-  /// 1.1x and 256 MiB 1.7x the tree's time, but 0.5-1x the ring's (64 MiB 54 against
-  /// 102-125 ms; 256 MiB 342 against 214-425), and the plain model prices the tree's shm
-  /// bytes at tcp's rate, so the tree is out of its reach there: 1.5 keeps halving above
-  /// the ring on 2 x 2 (4 had picked the ring: 0.39-0.47x the old build's tree at
-  /// 64-256 MiB) and changes nothing on 4 x 1 (the ring).
+  /// Crowded-tcp halving above 16 MiB, where it was not fitted (docs/TUNING.md#tcp-crowd-halving).
   double tcpCrowdHalvingLarge = 1.5;
   /// Per (collective, algorithm, protocol): replace the hop cost, or rule the combination out.
   struct Override {
@@ -156,11 +145,7 @@ inline bool leadersDoubling(const ModelShape& s) {
   return s.nhosts > 1 && s.nhosts < s.nranks && !s.allTcp;
 }
 /// Largest all-reduce recursive doubling carries: CHORUS_LL_THRESHOLD, or kLeadersMaxBytes
-/// between host leaders (leadersDoubling). Measured on 2 x 2 crowded namespaced hosts
-/// (docs/PERF.md "fifth stop: leaders"): in steady runs (-n 100) faster than halving up to
-/// 512 KiB (32-128 KiB: 25-78 against 40-115 us), slower at 1 MiB; in perf/compare_tcp.sh's
-/// large sweep (-n 5 -w 1: the first calls count) level with Open MPI at 256 KiB where
-/// halving had been 1.3-1.5x ahead. So up to 128 KiB.
+/// between host leaders (leadersDoubling; docs/TUNING.md#leaders-max).
 constexpr size_t kLeadersMaxBytes = 128 << 10;
 size_t doublingMaxBytes(const ModelShape& s);
 /// The algorithms the model chooses from when CHORUS_ALGO is empty (and what "^name"
@@ -173,7 +158,7 @@ unsigned defaultAlgos(const ModelShape& s);
 /// ignored. "" allows every protocol and the default algorithms (kDefaultAlgos); an
 /// exclusion ("^tree") starts from those. Recursive doubling is opt-in: only a list that
 /// names it ("doubling", "direct,doubling") lets the model pick it (measured slower than
-/// direct wherever it could be measured, docs/PERF.md).
+/// direct wherever it could be measured, docs/TUNING.md#doubling-opt-in).
 unsigned parseAlgoMask(const std::string& spec, std::string* bad = nullptr,
                        unsigned all = kDefaultAlgos);
 unsigned parseProtoMask(const std::string& spec, std::string* bad = nullptr);
@@ -185,9 +170,10 @@ bool parseTuningText(const std::string& text, ModelParams* p, std::string* err);
 /// Piece size the algorithms use for `bytes` (shared by the model and choosePlan): a
 /// quarter of a rank's share (piecesPerShare), 16 KiB to the slot size.
 size_t pieceBytesFor(const ModelShape& s, size_t bytes);
+/// The same from plain numbers: a share of `bytes` over `nranks`, cut in `perShare` pieces.
+size_t pieceBytesOf(int nranks, size_t slotBytes, int perShare, size_t bytes);
 /// Pieces per rank's share: 4, or 1 over tcp on a crowded kernel (crowdedTcp), where every
-/// piece waits for its receiver's turn on a CPU (measured, 256 KiB all-reduce on 4 x 1 and
-/// 2 x 2 namespaced hosts: 0.3-0.6x the time of a quarter share; docs/PERF.md).
+/// piece waits for its receiver's turn on a CPU (docs/TUNING.md#pieces).
 int piecesPerShare(const ModelShape& s);
 
 /// Whether the code can run this (collective, algorithm) at this size at all.
@@ -200,27 +186,34 @@ inline Proto protoOf(Algo a) {
 /// Predicted microseconds for one call; a negative value means "cannot run".
 double predictUs(const ModelParams& p, const ModelShape& s, Coll coll, Algo a, size_t bytes);
 
-/// Per collective, sorted segments: sizes up to `upTo` use `algo`.
+/// Per collective, sorted segments: sizes up to `upTo` use `algo`; `fallback`: the
+/// restriction (CHORUS_ALGO / CHORUS_PROTO) leaves nothing that can run these sizes, so
+/// `algo` is the model's best without it.
 struct Segment {
   size_t upTo;
   Algo algo;
+  bool fallback = false;
 };
 struct TuningTables {
   std::vector<Segment> segs[kNumColls];
-  int piecesPerShare = 4;        ///< piecesPerShare of the shape the tables were built for
-  bool sharedMemoryOnly = true;  ///< no hop of the shape is TCP
-  Algo pick(Coll coll, size_t bytes) const {
+  int piecesPerShare = 4;             ///< piecesPerShare of the shape the tables were built for
+  bool sharedMemoryOnly = true;       ///< no hop of the shape is TCP
+  unsigned algoMask = kDefaultAlgos;  ///< the restriction the tables were built with
+  unsigned protoMask = (1u << kNumProtos) - 1;
+  const Segment& segment(Coll coll, size_t bytes) const {
+    static const Segment kNone{~size_t{0}, Algo::Ring, false};
     const std::vector<Segment>& v = segs[static_cast<int>(coll)];
     for (const Segment& g : v)
-      if (bytes <= g.upTo) return g.algo;
-    return v.empty() ? Algo::Ring : v.back().algo;
+      if (bytes <= g.upTo) return g;
+    return v.empty() ? kNone : v.back();
   }
+  Algo pick(Coll coll, size_t bytes) const { return segment(coll, bytes).algo; }
 };
 
 /// The best allowed algorithm by the model (a restriction that leaves nothing runnable for
-/// a size is ignored for that size).
+/// a size is ignored for that size: then *fallback, if given, is set).
 Algo bestAlgo(const ModelParams& p, const ModelShape& s, Coll coll, size_t bytes, unsigned algoMask,
-              unsigned protoMask);
+              unsigned protoMask, bool* fallback = nullptr);
 /// The thresholds: exact switch points of bestAlgo over all sizes.
 TuningTables buildTables(const ModelParams& p, const ModelShape& s, unsigned algoMask,
                          unsigned protoMask);
@@ -256,17 +249,45 @@ ModelShape shapeFrom(const ShapeInputs& in);
 TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::string& algo,
                        const std::string& proto, bool announce);
 
-/// The knobs of a plan besides the tables.
+/// The knobs of a plan besides the tables: plain facts, fixed for a communicator.
 struct PlanKnobs {
   int nranks = 1;
   size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
   size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
-  bool allShm = false;     // shared memory joins every pair (comm->peerMem.allShm)
+  bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
+  size_t llBytes = 16 << 10;  // CHORUS_LL_THRESHOLD: what one LL message carries
+  /// Same-host single copy (PeerMem): from this many result bytes (CHORUS_SINGLE_COPY_THRESHOLD;
+  /// SIZE_MAX: never, also where a descriptor does not fit an LL message).
+  size_t singleCopyBytes = ~size_t{0};
+  bool cma = false;              // process_vm_readv/writev works between every local pair
+  size_t cmaLimit = ~size_t{0};  // CHORUS_CMA_MAX: CMA only for results below this
 };
 
-/// The plan for one call; `bytes` is the size of the whole result buffer of the call.
-/// `tables` is read only with more than one rank (may be null otherwise).
-Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes);
+/// What a call brings besides its collective and size.
+struct PlanCall {
+  bool inPlace = false;  // output = input
+  int root = 0;          // rooted collectives: the root
+};
+
+/// The whole decision for one call, chosen by choosePlan alone; the algorithms obey it.
+/// `bytes` is the size of the whole result buffer of the call. `tables` is read only with
+/// more than one rank (may be null otherwise).
+///  - algo / proto: the schedule on the FIFOs (and, on the single-copy route, the schedule a
+///    call falls back to when a peer's buffer cannot be reached);
+///  - route SingleCopy: same-host ranks copy once between user buffers (registered buffers
+///    through mappings; others by CMA where `cma`), src/algorithms/single_copy.cc;
+///  - pieceBytes, streaming: piece size and the store policy of the user's output;
+///  - fallback: CHORUS_ALGO / CHORUS_PROTO cannot run this call; this is the plan without
+///    them (CHORUS_ALGO_STRICT=1 fails the call instead).
+/// Same-host rules that are not in the cost model live here too, each only where the
+/// restriction allows it (or where it is ignored anyway): reduce-scatter and all-to-all
+/// up to CHORUS_LL_THRESHOLD go direct on the LL path; all-to-all, gather and scatter
+/// otherwise run direct on the FIFOs.
+Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
+                const PlanCall& call = PlanCall{});
+
+/// One line naming a plan ("ring/Simple, pieces of 64 KiB, single copy (CMA)"), for logs.
+std::string planText(const Plan& p);
 
 }  // namespace chorus

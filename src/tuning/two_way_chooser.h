@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "src/core/bits.h"
+
 namespace chorus {
 
 /// `Way` is an enum of two values, 0 (tried first) and 1.
@@ -141,8 +143,7 @@ class TwoWayChooser {
   };
   static Way other(Way s) { return s == Way(0) ? Way(1) : Way(0); }
   static size_t bucketOf(size_t bytes, bool inPlace) {  // log2 (a sweep's sizes apart) x 2
-    size_t b = 0;
-    while (b < 63 && (size_t{2} << b) <= bytes) ++b;
+    const size_t b = static_cast<size_t>(floorLog2(bytes));
     return 2 * b + (inPlace ? 1 : 0);
   }
 

@@ -20,6 +20,9 @@ GOOD = {
     'src/core/params.h': '#pragma once\n',
     'src/comm/init.cc': '#include "src/comm/comm.h"\n#include "src/core/params.h"\n',
     'trainer/main.cc': '#include "chorus.h"\n',
+    'transports/shm/peer.cc': 'int f() { return process_vm_readv(0, 0, 0, 0, 0, 0); }\n',
+    'src/comm/peer_mem.h': '#pragma once\n',
+    'src/algorithms/copy.cc': '#include "src/comm/comm.h"\n// process_vm_readv in a comment\n',
 }
 BAD = {
     # a lower layer reaching up, which also closes a cycle src/core <-> src/comm
@@ -30,6 +33,10 @@ BAD = {
     'transports/tcp/options.cc': '#include "src/core/clock.h"\n#include "src/core/params.h"\n',
     # a program using another program's internals instead of the public API
     'trainer/main.cc': '#include "chorus.h"\n#include "perf/launch_init.h"\n',
+    # a data path outside its transport, and a transport told apart by its name
+    'src/algorithms/copy.cc': '#include "src/comm/peer_mem.h"\n'
+                              'int g() { return process_vm_writev(0, 0, 0, 0, 0, 0); }\n'
+                              'bool h(T* t) { return strcmp(t->name(), "shm") == 0; }\n',
 }
 EXPECTED = [
     'src/core/bad.h:3: src/core may not include src/comm ("src/comm/comm.h")',
@@ -38,6 +45,9 @@ EXPECTED = [
     'transports/tcp/socket.cc:1: "socket.h" is not a path from the include root',
     'trainer/main.cc:2: trainer may not include perf ("perf/launch_init.h")',
     'transports/tcp/options.cc:2: transports/tcp may not include "src/core/params.h"',
+    'src/algorithms/copy.cc:1: src/algorithms may not include "src/comm/peer_mem.h"',
+    "src/algorithms/copy.cc:2: CMA copies are the shm transport's PeerAccess capability",
+    'src/algorithms/copy.cc:3: transports are told apart by capability',
 ]
 
 

@@ -78,6 +78,7 @@ ShmTransport::~ShmTransport() {
 }
 
 chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
+  access_.init(ctx);
   geo_.slotBytes = ctx.slotBytes;
   geo_.depth = ctx.fifoDepth;
   geo_.llMax = std::max<size_t>(ctx.llBytes, 64);

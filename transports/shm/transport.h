@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transports/shm/layout.h"
+#include "transports/shm/peer_access.h"
 #include "transports/transport.h"
 
 namespace chorus {
@@ -26,6 +27,8 @@ class ShmTransport final : public Transport {
                          std::unique_ptr<SendConn>* send, std::unique_ptr<RecvConn>* recv) override;
   void finishSetup() override;
   void wakeAll() override;
+  bool sharesMemory() const override { return true; }
+  PeerAccess* peerAccess() override { return &access_; }
 
  private:
   struct Mapping {
@@ -41,6 +44,7 @@ class ShmTransport final : public Transport {
   std::vector<Mapping> peers_;  // by rank
   size_t sameHost_ = 1;         // ranks on this host (segments this rank maps), at setup
   bool unlinked_ = false;
+  ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
 };
 
 /// The registry's entry: a ShmTransport with ctx.shm.

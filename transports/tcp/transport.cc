@@ -207,7 +207,7 @@ void TcpTransport::finishSetup() {
 // carries the ACK of the last one that came the other way, where on a socket of its own
 // every message draws a pure ACK from the receiver (measured, 4 namespaced hosts x 1 rank
 // on 2 CPUs, 8 B all-reduce by recursive doubling: 3.7 TCP segments per call per host, 2.2
-// for a library with one socket per pair; docs/PERF.md "Both directions on one socket").
+// for a library with one socket per pair; docs/PERF.md#perf-both-directions-one-socket).
 // Larger messages keep the sender's own sockets: two ranks exchanging messages of two or
 // more segments on one socket took 13-14 us a round against 11 on two (2 KiB, raw
 // sockets, the same hosts).

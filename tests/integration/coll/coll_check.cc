@@ -1,8 +1,11 @@
 // coll_check.cc — see coll_check.h for what is checked and how the inputs are chosen.
 #include "tests/integration/coll/coll_check.h"
 
+#include "src/api/test_hooks.h"
+
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -1230,6 +1233,133 @@ std::vector<Case> buildCases(Coll coll, int n, const MatrixOptions& o) {
 // Runners
 // ---------------------------------------------------------------------------------------
 
+// ---------------------------------------------------------------------------------------
+// The plan check: after every call runCase checks, through the library's test hook
+// (src/api/test_hooks.h), that what ran is what the plan said, and that a forced
+// CHORUS_ALGO / CHORUS_PROTO (one name) ran exactly that, or fell back only where this
+// file's own table says it cannot run the call.
+// ---------------------------------------------------------------------------------------
+
+static std::string lowerText(const char* s) {
+  std::string out = s ? s : "";
+  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+// One algorithm or protocol forced by the environment ("" where none, or a list).
+static std::string forcedName(const char* var) {
+  const std::string v = lowerText(std::getenv(var));
+  if (v.empty() || v.find_first_of(",^") != std::string::npos) return "";
+  return v;
+}
+
+static size_t llThresholdBytes() {
+  const char* e = std::getenv("CHORUS_LL_THRESHOLD");
+  if (e == nullptr || *e == '\0') return 16 << 10;
+  char* end = nullptr;
+  size_t v = std::strtoull(e, &end, 10);
+  if (end && (*end == 'K' || *end == 'k')) v <<= 10;
+  if (end && (*end == 'M' || *end == 'm')) v <<= 20;
+  return v;
+}
+
+// Whether algorithm `a` (forced) cannot run this call, by what the algorithms can do
+// (docs/ARCHITECTURE.md "Algorithms"), independently of the library's planner.
+// `allShm`, `net`: the communicator's facts (chorusTestPlanRecord): one host joined by shared
+// memory; some pair joined over a network.
+static bool algoCannotRun(const std::string& a, const std::string& coll, size_t bytes, int n,
+                          bool allShm, bool net) {
+  const size_t ll = llThresholdBytes();
+  const bool pow2 = (n & (n - 1)) == 0;
+  if (a == "ring")
+    return coll == "scatter" || coll == "gather" || coll == "all_to_all" || coll == "barrier";
+  if (a == "tree") return coll != "all_reduce";
+  if (a == "doubling") return coll != "all_reduce" || bytes > ll;
+  if (a == "halving") {
+    if (coll == "all_reduce") return false;
+    if (coll == "reduce_scatter" || coll == "all_gather")
+      return !pow2 || (net && bytes > (128u << 10));
+    return true;
+  }
+  if (a == "direct") {
+    if (coll == "reduce") return true;
+    if (coll == "all_reduce" || coll == "broadcast" || coll == "all_gather") return bytes > ll;
+    if (coll == "reduce_scatter") return bytes > ll || !allShm;
+    return false;  // scatter, gather, all-to-all, barrier run direct
+  }
+  return false;
+}
+
+static bool protoCannotRun(const std::string& p, const std::string& coll, size_t bytes,
+                           bool allShm) {
+  const size_t ll = llThresholdBytes();
+  if (p == "simple") return coll == "barrier";
+  if (p == "ll") {
+    if (coll == "barrier") return false;
+    if (coll == "reduce" || coll == "scatter" || coll == "gather") return true;
+    if (coll == "reduce_scatter" || coll == "all_to_all") return bytes > ll || !allShm;
+    return bytes > ll;
+  }
+  return false;
+}
+
+bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err) {
+  if (nranks < 2 || c.coll == Coll::SendRecv || (c.count == 0 && c.coll != Coll::Barrier))
+    return true;  // no plan: one rank, point-to-point, or nothing to move
+  chorusTestPlanRecord r{};
+  if (chorusTestLastPlan(comm, &r) != chorusSuccess) {
+    *err = "chorusTestLastPlan failed";
+    return false;
+  }
+  const std::string coll = collName(c.coll);
+  const std::string what =
+      fmt("plan of %s (%zu B): %s/%s route %s%s%s; ran %s/%s path %s", r.coll, r.bytes, r.planAlgo,
+          r.planProto, r.planRoute, r.planCma ? " (CMA allowed)" : "",
+          r.planFallback ? " (fallback)" : "", r.ranAlgo, r.ranProto, r.ranPath);
+  if (coll != r.coll || !r.ran) {
+    *err = "the last plan is not this call's, or nothing recorded running it: " + what;
+    return false;
+  }
+  const std::string path = r.ranPath;
+  if (path == "FIFO") {
+    if (std::string(r.ranAlgo) != r.planAlgo || std::string(r.ranProto) != r.planProto) {
+      *err = "ran something else than the plan: " + what;
+      return false;
+    }
+  } else if (std::string(r.planRoute) != "single copy" || std::string(r.ranAlgo) != "direct" ||
+             (path == "CMA" && !r.planCma)) {
+    *err = "single copy ran outside the plan: " + what;
+    return false;
+  }
+  const std::string fa = forcedName("CHORUS_ALGO"), fp = forcedName("CHORUS_PROTO");
+  const bool forced = !fa.empty() || !fp.empty() || std::getenv("CHORUS_ALGO") != nullptr;
+  if (r.planFallback && !forced) {
+    *err = "a fallback with no restriction set: " + what;
+    return false;
+  }
+  if (!fa.empty()) {
+    if (r.planFallback && !algoCannotRun(fa, coll, r.bytes, nranks, r.allShm, r.networkHops)) {
+      *err = "CHORUS_ALGO=" + fa + " can run this call but the plan fell back: " + what;
+      return false;
+    }
+    if (!r.planFallback && (lowerText(r.ranAlgo) != fa || (fa != "direct" && path != "FIFO"))) {
+      *err = "CHORUS_ALGO=" + fa + " is not what ran: " + what;
+      return false;
+    }
+  }
+  if (!fp.empty()) {
+    if (r.planFallback && !protoCannotRun(fp, coll, r.bytes, r.allShm)) {
+      *err = "CHORUS_PROTO=" + fp + " can run this call but the plan fell back: " + what;
+      return false;
+    }
+    if (!r.planFallback && lowerText(r.ranProto) != fp) {
+      *err = "CHORUS_PROTO=" + fp + " is not what ran: " + what;
+      return false;
+    }
+  }
+  return true;
+}
+
 bool runCase(const Case& c, chorusComm_t comm, chorusStream_t stream, std::string* err,
              bool* callFailed) {
   *callFailed = false;
@@ -1252,7 +1382,12 @@ bool runCase(const Case& c, chorusComm_t comm, chorusStream_t stream, std::strin
       return false;
     }
   }
-  return run.verify(err);
+  if (!run.verify(err)) return false;
+  if (!checkPlanRan(c, comm, run.nranks(), err)) {
+    *err = run.header() + " " + *err;
+    return false;
+  }
+  return true;
 }
 
 RunStats runCases(const std::vector<Case>& cases, chorusComm_t comm, size_t maxMessages) {

@@ -189,7 +189,12 @@ class CaseRun {
   std::unique_ptr<Impl> impl_;
 };
 
-// prepare + launch (with stream: then chorusStreamSynchronize) + verify.
+// After a call of `c` on `comm` completed: the library's record of its plan and of what ran
+// (src/api/test_hooks.h) agree, and a forced CHORUS_ALGO / CHORUS_PROTO (one name) ran, or
+// fell back only where it cannot run the call (see coll_check.cc). runCase calls it.
+bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err);
+
+// prepare + launch (with stream: then chorusStreamSynchronize) + verify + checkPlanRan.
 // A call that returns an error is reported with chorusGetErrorString and
 // chorusGetLastError; *callFailed tells the caller the ranks may now be out of step.
 bool runCase(const Case& c, chorusComm_t comm, chorusStream_t stream, std::string* err,

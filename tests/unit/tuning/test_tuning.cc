@@ -384,14 +384,16 @@ TEST(TuningTables, AgreeWithTheModelEverywhere) {
         ASSERT_FALSE(segs.empty());
         for (size_t k = 1; k < segs.size(); ++k) {
           EXPECT_LT(segs[k - 1].upTo, segs[k].upTo);
-          EXPECT_NE(segs[k - 1].algo, segs[k].algo);
+          EXPECT_TRUE(segs[k - 1].algo != segs[k].algo || segs[k - 1].fallback != segs[k].fallback);
           // Exact switch points.
           EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo, am, 3), segs[k - 1].algo);
           EXPECT_EQ(chorus::bestAlgo(p, s, c, segs[k - 1].upTo + 1, am, 3), segs[k].algo);
         }
         for (int i = 0; i < 2000; ++i) {
           const size_t b = rng() >> (20 + rng() % 40);
-          EXPECT_EQ(t.pick(c, b), chorus::bestAlgo(p, s, c, b, am, 3)) << b;
+          bool fb = false;
+          EXPECT_EQ(t.pick(c, b), chorus::bestAlgo(p, s, c, b, am, 3, &fb)) << b;
+          EXPECT_EQ(t.segment(c, b).fallback, fb) << b;
         }
       }
     }
@@ -490,6 +492,63 @@ TEST(ChoosePlan, FakeComm) {
   EXPECT_EQ(plan(4, "^direct", "", 8).algo == Algo::Direct, false);
   EXPECT_EQ(plan(4, "direct", "", 256 << 20).algo, Algo::Ring);
   EXPECT_EQ(plan(4, "", "simple", 8).proto, chorus::Proto::Simple);
+}
+
+// The same-host rules of choosePlan, over tables of one host of 4 ranks: each runs only
+// where the restriction allows it, and a restriction that cannot run a call says so.
+TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.ntBytes = 8 << 20;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  k.singleCopyBytes = 8 * K;
+  k.cma = true;
+  auto plan = [&](unsigned am, unsigned pm, Coll c, size_t bytes, bool inPlace = false) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(4), am, pm);
+    return chorus::choosePlan(&t, k, c, bytes, chorus::PlanCall{inPlace, 0});
+  };
+  using chorus::Proto;
+  using chorus::Route;
+  // Reduce-scatter up to the LL threshold: direct/LL by default and where direct is named
+  // (the model itself has no direct reduce-scatter: no fallback), the ring where it is not.
+  EXPECT_EQ(plan(kAll, 3, Coll::ReduceScatter, 4 * K).algo, Algo::Direct);
+  EXPECT_EQ(plan(kAll, 3, Coll::ReduceScatter, 4 * K).proto, Proto::LL);
+  EXPECT_FALSE(plan(D, 3, Coll::ReduceScatter, 4 * K).fallback);
+  EXPECT_EQ(plan(R, 3, Coll::ReduceScatter, 4 * K).algo, Algo::Ring);
+  EXPECT_EQ(plan(kAll, SIMPLE, Coll::ReduceScatter, 4 * K).algo, Algo::Ring);
+  EXPECT_TRUE(plan(D, 3, Coll::ReduceScatter, 64 * K).fallback);  // too large for LL
+  // All-to-all: LL up to the threshold unless Simple is forced; Simple above; a ring
+  // restriction cannot run it at all.
+  EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 4 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, SIMPLE, Coll::AllToAll, 4 * K).proto, Proto::Simple);
+  EXPECT_FALSE(plan(kAll, SIMPLE, Coll::AllToAll, 4 * K).fallback);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 64 * K).proto, Proto::Simple);
+  EXPECT_TRUE(plan(kAll, LL, Coll::AllToAll, 64 * K).fallback);
+  EXPECT_TRUE(plan(R, 3, Coll::AllToAll, 4 * K).fallback);
+  // Single copy from CHORUS_SINGLE_COPY_THRESHOLD (all-reduce from 64 KiB), where direct on
+  // slots is allowed; never for an in-place all-to-all.
+  EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::SingleCopy);
+  EXPECT_TRUE(plan(kAll, 3, Coll::AllGather, 1 << 20).cma);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 4 * K).route, Route::Fifo);
+  EXPECT_EQ(plan(R, 3, Coll::AllGather, 1 << 20).route, Route::Fifo);
+  EXPECT_EQ(plan(R, 3, Coll::AllGather, 1 << 20).algo, Algo::Ring);
+  EXPECT_EQ(plan(T, 3, Coll::AllReduce, 1 << 20).route, Route::Fifo);
+  EXPECT_EQ(plan(T, 3, Coll::AllReduce, 1 << 20).algo, Algo::Tree);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllReduce, 32 * K).route, Route::Fifo);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllReduce, 64 * K).route, Route::SingleCopy);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 1 << 20, true).route, Route::Fifo);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 1 << 20, false).route, Route::SingleCopy);
+  // A forced algorithm that cannot run a call: the default plan, flagged.
+  EXPECT_TRUE(plan(T, 3, Coll::Broadcast, 1 << 20).fallback);
+  EXPECT_EQ(plan(T, 3, Coll::Broadcast, 1 << 20).route, Route::SingleCopy);  // as by default
+  EXPECT_FALSE(plan(kAll, 3, Coll::Broadcast, 1 << 20).fallback);
+  k.allShm = false;  // not one host: none of the same-host rules
+  EXPECT_EQ(plan(kAll, 3, Coll::ReduceScatter, 4 * K).algo, Algo::Ring);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 4 * K).proto, Proto::Simple);
+  EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::Fifo);
 }
 
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {

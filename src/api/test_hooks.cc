@@ -1,0 +1,30 @@
+// test_hooks.cc — see test_hooks.h.
+#include "src/api/test_hooks.h"
+
+#include <mutex>
+
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+
+extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out) {
+  using namespace chorus;
+  CHORUS_CHECK(commCheck(comm, "chorusTestLastPlan"));
+  if (out == nullptr) CHORUS_FAIL(chorusInvalidArgument, "chorusTestLastPlan: out is NULL");
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  const PlanCache::Record& r = comm->plans.record;
+  out->seq = r.seq;
+  out->coll = collName(r.coll);
+  out->bytes = r.bytes;
+  out->planAlgo = algoName(r.plan.algo);
+  out->planProto = protoName(r.plan.proto);
+  out->planRoute = routeName(r.plan.route);
+  out->planCma = r.plan.cma ? 1 : 0;
+  out->planFallback = r.plan.fallback ? 1 : 0;
+  out->ran = r.ranValid ? 1 : 0;
+  out->ranAlgo = algoName(r.ran.algo);
+  out->ranProto = protoName(r.ran.proto);
+  out->ranPath = pathRanName(r.ran.path);
+  out->allShm = comm->peerMem.allShm ? 1 : 0;
+  out->networkHops = comm->nranks > 1 && !comm->plans.tables.sharedMemoryOnly ? 1 : 0;
+  return chorusSuccess;
+}
