@@ -11,6 +11,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/hostid.h"
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
 #include "kernels/host/host_reduce.h"
@@ -30,14 +31,15 @@ void commRecordError(chorusComm* comm, chorusResult_t res) {
 }
 
 chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res) {
-  if (res != chorusSuccess && comm && comm->magic == kCommMagic)
+  if (res != chorusSuccess && liveHandleHas(HandleKind::Comm, comm))
     commRecordError(const_cast<chorusComm*>(comm), res);
   return res;
 }
 
 chorusResult_t commCheck(const chorusComm* comm, const char* api) {
   if (comm == nullptr) CHORUS_FAIL(chorusInvalidArgument, "%s: comm is NULL", api);
-  if (comm->magic != kCommMagic)
+  // Asked of the live set, never read from *comm: a destroyed one is freed memory.
+  if (!liveHandleHas(HandleKind::Comm, comm))
     CHORUS_FAIL(chorusInvalidUsage, "%s: comm %p is not a live communicator (destroyed?)", api,
                 static_cast<const void*>(comm));
   return chorusSuccess;
@@ -437,7 +439,7 @@ void commWaitIdle(chorusComm* comm) {
 void commFree(chorusComm* comm) {
   if (!comm) return;
   if (comm->initThread.joinable()) comm->initThread.join();
-  comm->magic = kCommDeadMagic;
+  liveHandleRemove(HandleKind::Comm, comm);
   comm->sendConn.clear();
   comm->recvConn.clear();
   comm->transports.clear();
