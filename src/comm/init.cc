@@ -166,8 +166,8 @@ chorusResult_t readTuning(chorusComm* comm) {
   return chorusSuccess;
 }
 
-// The transports' settings, from the parameter registry (transports read none themselves).
-// Each transport's options from the parameters; its deadlines are the communicator's.
+// The transports' settings, from the parameter registry (transports read none themselves);
+// their deadlines are the communicator's timeout.
 void fillTransportOptions(TransportContext* ctx, int64_t timeoutNs) {
   auto clamped = [](Param p, int lo, int hi) {
     return static_cast<int>(std::clamp<int64_t>(paramInt(p), lo, hi));
