@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "chorus.h"
+#include "src/core/timeout.h"
 #include "src/core/wait.h"
 #include "src/net/socket.h"
 
@@ -139,37 +140,37 @@ struct ShmOptions {
 };
 
 struct TcpOptions {
-  SockAddr bindAddr;                   ///< listen here; no family: the interface `ifname` picks
-  std::string ifname;                  ///< CHORUS_SOCKET_IFNAME (syntax: src/net/netif.h)
-  int nsocks = 2;                      ///< CHORUS_NSOCKS, 1..tcp::kMaxSocks
-  size_t slotBytes = 0;                ///< 0: max(chunkBytes, the communicator's slot)
-  int64_t chunkBytes = 512 << 10;      ///< CHORUS_TCP_CHUNKSIZE, within [4 KiB, 1 GiB]
-  int depth = 0;                       ///< 0: buffBytes / slot, clamped to [2, 16]
-  int64_t buffBytes = 4 << 20;         ///< CHORUS_BUFFSIZE
-  int64_t sockBuf = 4 << 20;           ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
-  size_t minStripe = 64 << 10;         ///< shortest stripe worth its own socket
-  int64_t timeoutNs = 300000000000ll;  ///< connect / setup / drain deadline (CHORUS_TIMEOUT_S)
-  int64_t busyPollNs = 100000;         ///< CHORUS_TCP_BUSY_POLL_US, in ns
-  int64_t pollMaxBytes = 1ll << 30;    ///< CHORUS_TCP_POLL_MAX_BYTES
-  bool pairLane = true;                ///< CHORUS_TCP_PAIR_LANE (tcp/transport.h)
-  bool sendFromUser = true;            ///< CHORUS_TCP_SEND_FROM_USER (SendConn::postFrom)
-  size_t pairLaneMaxBytes = 0;         ///< > 0: the lane's largest message (tests); 0: a segment
+  SockAddr bindAddr;                      ///< listen here; no family: the interface `ifname` picks
+  std::string ifname;                     ///< CHORUS_SOCKET_IFNAME (syntax: src/net/netif.h)
+  int nsocks = 2;                         ///< CHORUS_NSOCKS, 1..tcp::kMaxSocks
+  size_t slotBytes = 0;                   ///< 0: max(chunkBytes, the communicator's slot)
+  int64_t chunkBytes = 512 << 10;         ///< CHORUS_TCP_CHUNKSIZE, within [4 KiB, 1 GiB]
+  int depth = 0;                          ///< 0: buffBytes / slot, clamped to [2, 16]
+  int64_t buffBytes = 4 << 20;            ///< CHORUS_BUFFSIZE
+  int64_t sockBuf = 4 << 20;              ///< CHORUS_SOCKET_BUFSIZE (<= 0: kernel autotuning)
+  size_t minStripe = 64 << 10;            ///< shortest stripe worth its own socket
+  int64_t timeoutNs = kDefaultTimeoutNs;  ///< connect/setup/drain: the communicator's timeout
+  int64_t busyPollNs = 100000;            ///< CHORUS_TCP_BUSY_POLL_US, in ns
+  int64_t pollMaxBytes = 1ll << 30;       ///< CHORUS_TCP_POLL_MAX_BYTES
+  bool pairLane = true;                   ///< CHORUS_TCP_PAIR_LANE (tcp/transport.h)
+  bool sendFromUser = true;               ///< CHORUS_TCP_SEND_FROM_USER (SendConn::postFrom)
+  size_t pairLaneMaxBytes = 0;            ///< > 0: the lane's largest message (tests); 0: a segment
   std::string congestion =
       "reno";  ///< CHORUS_TCP_CONGESTION, "auto" resolved at init (empty: the system's)
 };
 
 struct RdmaOptions {
-  bool disable = false;                ///< CHORUS_IB_DISABLE
-  std::string hca;                     ///< CHORUS_IB_HCA
-  int gidIndex = -1;                   ///< CHORUS_IB_GID_INDEX (-1: choose)
-  int ackTimeout = 18;                 ///< CHORUS_IB_TIMEOUT, 1..31
-  int retryCnt = 7;                    ///< CHORUS_IB_RETRY_CNT, 0..7
-  int sl = 0;                          ///< CHORUS_IB_SL, 0..15
-  int trafficClass = 0;                ///< CHORUS_IB_TC, 0..255
-  size_t regCacheBytes = 1ull << 30;   ///< CHORUS_IB_REG_CACHE
-  size_t slotBytes = 0;                ///< 0: the communicator's slot size
-  int depth = 0;                       ///< 0: the communicator's FIFO depth
-  int64_t timeoutNs = 300000000000ll;  ///< connect / drain deadline (CHORUS_TIMEOUT_S)
+  bool disable = false;                   ///< CHORUS_IB_DISABLE
+  std::string hca;                        ///< CHORUS_IB_HCA
+  int gidIndex = -1;                      ///< CHORUS_IB_GID_INDEX (-1: choose)
+  int ackTimeout = 18;                    ///< CHORUS_IB_TIMEOUT, 1..31
+  int retryCnt = 7;                       ///< CHORUS_IB_RETRY_CNT, 0..7
+  int sl = 0;                             ///< CHORUS_IB_SL, 0..15
+  int trafficClass = 0;                   ///< CHORUS_IB_TC, 0..255
+  size_t regCacheBytes = 1ull << 30;      ///< CHORUS_IB_REG_CACHE
+  size_t slotBytes = 0;                   ///< 0: the communicator's slot size
+  int depth = 0;                          ///< 0: the communicator's FIFO depth
+  int64_t timeoutNs = kDefaultTimeoutNs;  ///< connect / drain: the communicator's timeout
 };
 
 /// What a transport may need to know while it is created and sets up one communicator's

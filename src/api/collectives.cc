@@ -7,6 +7,7 @@
 #include "src/comm/comm.h"
 #include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 #include "src/core/debug.h"
 #include "src/cuda/device_path.h"
 #include "src/enqueue/enqueue.h"
@@ -157,7 +158,7 @@ chorusResult_t prepareBlocking(const void* ctx, CollArgs* out) {
 
 chorusResult_t submit(const Call& c) {
   clearThreadLastError();
-  const bool commOk = c.comm && c.comm->magic == kCommMagic;
+  const bool commOk = liveHandleHas(HandleKind::Comm, c.comm);
   if (commOk) setLogRank(c.comm->rank);
   // A blocking collective is validated (or found identical to the last one) and run under
   // one lock; everything else is validated here, then run, queued or recorded in the group.

@@ -4,6 +4,7 @@
 #include "chorus.h"
 #include "src/comm/comm.h"
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 
 extern "C" {
 
@@ -32,7 +33,8 @@ CHORUS_API const char* chorusGetErrorString(chorusResult_t result) {
 }
 
 CHORUS_API const char* chorusGetLastError(chorusComm_t comm) {
-  if (comm == nullptr || comm->magic != chorus::kCommMagic) return chorus::threadLastError();
+  if (comm == nullptr || !chorus::liveHandleHas(chorus::HandleKind::Comm, comm))
+    return chorus::threadLastError();
   // A copy per calling thread: another thread (a non-blocking init, a stream worker) may
   // record a new error on the communicator while the caller still reads this one.
   thread_local std::string copy;

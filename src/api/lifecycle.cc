@@ -11,6 +11,7 @@
 #include "src/comm/shrink.h"
 #include "src/comm/split.h"
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
 
@@ -59,6 +60,7 @@ chorusResult_t initRank(chorusComm_t* out, int nranks, const chorusUniqueId& id,
     CHORUS_FAIL(chorusInvalidArgument, "%s: rank %d is outside [0, %d)", api, rank, nranks);
   CHORUS_CHECK(checkConfig(config, api));
   auto* comm = new chorusComm();
+  liveHandleAdd(HandleKind::Comm, comm);  // commFree removes it
   // Known now: set before any init thread starts, so API calls racing a non-blocking init
   // read them safely (commInit finds them set and leaves them alone).
   comm->rank = rank;

@@ -23,6 +23,7 @@
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
+#include "src/core/timeout.h"
 #include "src/core/wait.h"
 #include "src/net/netif.h"
 #include "src/net/socket.h"
@@ -253,8 +254,7 @@ chorusResult_t bootstrapInterfaceAddr(SockAddr* out, std::string* ifname) {
 }
 
 int64_t bootstrapDefaultDeadlineNs() {
-  int64_t s = paramInt(Param::TimeoutS);
-  if (s < 1) s = 1;
+  int64_t s = effectiveTimeoutS();
   if (s > 365ll * 24 * 3600) s = 365ll * 24 * 3600;
   return monotonicNs() + s * 1000000000ll;
 }

@@ -26,9 +26,6 @@
 
 namespace chorus {
 
-constexpr uint64_t kCommMagic = 0x43484f52434f4d4dull;  // "CHORCOMM"
-constexpr uint64_t kCommDeadMagic = 0xdeadc0dedeadc0deull;
-
 /// A user op made by chorusRedOpCreatePreMulSum.
 struct UserOp {
   bool inUse = false;
@@ -151,7 +148,6 @@ struct TreeLinks {
 }  // namespace chorus
 
 struct chorusComm {
-  uint64_t magic = chorus::kCommMagic;
   int rank = 0;
   int nranks = 0;
   std::string name;

@@ -14,6 +14,7 @@
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
+#include "src/core/timeout.h"
 
 namespace chorus {
 namespace {
@@ -151,7 +152,7 @@ chorusResult_t fileRendezvous(const std::string& path, EnvRendezvous* rv) {
     rv->fileToRemove = path;
     return chorusSuccess;
   }
-  const int64_t deadline = monotonicNs() + paramInt(Param::TimeoutS) * 1000000000ll;
+  const int64_t deadline = monotonicNs() + effectiveTimeoutS() * 1000000000ll;
   for (;;) {
     if (FILE* f = std::fopen(path.c_str(), "rb")) {
       size_t r = std::fread(&rv->id, sizeof(rv->id), 1, f);

@@ -11,8 +11,10 @@
 #include "src/comm/comm.h"
 #include "src/comm/hostid.h"
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 #include "src/core/debug.h"
 #include "src/core/params.h"
+#include "src/core/timeout.h"
 #include "kernels/host/host_reduce.h"
 #include "src/comm/topo_exchange.h"
 #include "src/topology/topo.h"
@@ -30,14 +32,15 @@ void commRecordError(chorusComm* comm, chorusResult_t res) {
 }
 
 chorusResult_t recordOnComm(const chorusComm* comm, chorusResult_t res) {
-  if (res != chorusSuccess && comm && comm->magic == kCommMagic)
+  if (res != chorusSuccess && liveHandleHas(HandleKind::Comm, comm))
     commRecordError(const_cast<chorusComm*>(comm), res);
   return res;
 }
 
 chorusResult_t commCheck(const chorusComm* comm, const char* api) {
   if (comm == nullptr) CHORUS_FAIL(chorusInvalidArgument, "%s: comm is NULL", api);
-  if (comm->magic != kCommMagic)
+  // Asked of the live set, never read from *comm: a destroyed one is freed memory.
+  if (!liveHandleHas(HandleKind::Comm, comm))
     CHORUS_FAIL(chorusInvalidUsage, "%s: comm %p is not a live communicator (destroyed?)", api,
                 static_cast<const void*>(comm));
   return chorusSuccess;
@@ -163,13 +166,12 @@ chorusResult_t readTuning(chorusComm* comm) {
   return chorusSuccess;
 }
 
-// The transports' settings, from the parameter registry (transports read none themselves).
-void fillTransportOptions(TransportContext* ctx) {
+// The transports' settings, from the parameter registry (transports read none themselves);
+// their deadlines are the communicator's timeout.
+void fillTransportOptions(TransportContext* ctx, int64_t timeoutNs) {
   auto clamped = [](Param p, int lo, int hi) {
     return static_cast<int>(std::clamp<int64_t>(paramInt(p), lo, hi));
   };
-  int64_t timeoutS = paramInt(Param::TimeoutS);
-  if (timeoutS <= 0) timeoutS = 300;
   ctx->shm.disable = paramInt(Param::ShmDisable) != 0;
   ctx->shm.bindLocal = &topo::bindToLocalNuma;  // segments on the reading rank's NUMA node
   TcpOptions& tcp = ctx->tcp;
@@ -189,7 +191,7 @@ void fillTransportOptions(TransportContext* ctx) {
   tcp.pairLane = paramInt(Param::TcpPairLane) != 0;
   tcp.sendFromUser = paramInt(Param::TcpSendFromUser) != 0;
   tcp.congestion = paramString(Param::TcpCongestion);
-  tcp.timeoutNs = timeoutS * 1000000000ll;
+  tcp.timeoutNs = timeoutNs;
   RdmaOptions& rdma = ctx->rdma;
   rdma.disable = paramInt(Param::IbDisable) != 0;
   rdma.hca = paramString(Param::IbHca);
@@ -199,7 +201,7 @@ void fillTransportOptions(TransportContext* ctx) {
   rdma.sl = clamped(Param::IbSl, 0, 15);
   rdma.trafficClass = clamped(Param::IbTc, 0, 255);
   rdma.regCacheBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::IbRegCache)));
-  rdma.timeoutNs = timeoutS * 1000000000ll;
+  rdma.timeoutNs = timeoutNs;
 }
 
 chorusResult_t connectTransports(chorusComm* comm) {
@@ -218,7 +220,7 @@ chorusResult_t connectTransports(chorusComm* comm) {
   BootstrapPeerExchange exchange(comm->bootstrap.get());
   ctx.exchange = &exchange;
   ctx.linkFailure = &comm->linkFailure;
-  fillTransportOptions(&ctx);
+  fillTransportOptions(&ctx, comm->timeoutNs);
   // "auto": where one kernel runs every rank, tcp links are virtual (veth, loopback) with no
   // bottleneck queue to pace for, and a pacing congestion control (BBR) sends from timers on
   // any CPU so segments arrive out of order and are resent (docs/PERF.md "TCP, third
@@ -323,11 +325,8 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   // The host kernels' one-time ISA choice (CHORUS_KERNEL_ISA), before any kernel runs.
   const std::string wantIsa = paramString(Param::KernelIsa);
   const char* isa = kernels::selectIsa(wantIsa.c_str());
-  int64_t timeoutS = paramInt(Param::TimeoutS);
-  if (config && config->timeoutSeconds != CHORUS_CONFIG_UNDEF_INT && config->timeoutSeconds > 0)
-    timeoutS = config->timeoutSeconds;
-  if (timeoutS <= 0) timeoutS = 300;
-  comm->timeoutNs = timeoutS * 1000000000ll;
+  // CHORUS_CONFIG_UNDEF_INT is negative: not given.
+  comm->timeoutNs = effectiveTimeoutS(config ? config->timeoutSeconds : 0) * 1000000000ll;
   if (config && config->commName) comm->name = config->commName;
   CHORUS_CHECK(readTuning(comm));
   comm->commHash = fnv1a(id.internal, sizeof(id.internal));
@@ -437,7 +436,7 @@ void commWaitIdle(chorusComm* comm) {
 void commFree(chorusComm* comm) {
   if (!comm) return;
   if (comm->initThread.joinable()) comm->initThread.join();
-  comm->magic = kCommDeadMagic;
+  liveHandleRemove(HandleKind::Comm, comm);
   comm->sendConn.clear();
   comm->recvConn.clear();
   comm->transports.clear();

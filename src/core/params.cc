@@ -1,5 +1,7 @@
 #include "src/core/params.h"
 
+#include "src/core/timeout.h"
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -8,13 +10,17 @@
 namespace chorus {
 namespace {
 
+#define CHORUS_TIMEOUT_TEXT_(x) #x
+#define CHORUS_TIMEOUT_TEXT(x) CHORUS_TIMEOUT_TEXT_(x)  // the number of src/core/timeout.h
+
 // The one table. Keep docs/ENV.md in step (tests/unit/test_params.cc checks it).
 const ParamInfo kParams[] = {
     {"CHORUS_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE."},
     {"CHORUS_DEBUG_SUBSYS", "ALL",
      "Comma list of INIT,COLL,P2P,SHM,NET,BOOTSTRAP,TUNING,GRAPH,ENV,ALLOC or ALL; ^X excludes."},
     {"CHORUS_DEBUG_FILE", "", "Write logs here instead of stderr; %h is the host, %p the pid."},
-    {"CHORUS_TIMEOUT_S", "300", "Deadline in seconds for every wait (bootstrap, connect, FIFO)."},
+    {"CHORUS_TIMEOUT_S", CHORUS_TIMEOUT_TEXT(CHORUS_DEFAULT_TIMEOUT_S),
+     "Deadline in seconds for every wait (bootstrap, connect, FIFO)."},
     {"CHORUS_BUFFSIZE", "4M", "Bytes of shared FIFO per connection (slots x slot size)."},
     {"CHORUS_CHUNKSIZE", "512K", "Bytes per FIFO slot: the pipelining unit of ring algorithms."},
     {"CHORUS_FIFO_DEPTH", "0", "Slots per connection; 0 means BUFFSIZE / CHUNKSIZE."},

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "src/core/checks.h"
+#include "src/core/live_handles.h"
 
 namespace chorus {
 namespace {
@@ -39,6 +40,7 @@ chorusResult_t streamCreate(chorusStream** out) {
     delete s;
     CHORUS_FAIL(chorusSystemError, "could not start the stream's worker thread");
   }
+  liveHandleAdd(HandleKind::Stream, s);
   *out = s;
   return chorusSuccess;
 }
@@ -71,6 +73,7 @@ chorusResult_t streamQuery(chorusStream* s) {
 }
 
 void streamDestroy(chorusStream* s) {
+  liveHandleRemove(HandleKind::Stream, s);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     s->stop = true;
@@ -78,7 +81,6 @@ void streamDestroy(chorusStream* s) {
   }
   if (s->worker.joinable()) s->worker.join();
   s->device.reset();  // waits for the device stream, frees its binding
-  s->magic = kStreamDeadMagic;
   delete s;
 }
 
@@ -89,7 +91,7 @@ chorusResult_t streamCheck(const chorusStream* s, const char* api) {
                 "%s: stream %p is a CUDA stream handle (cudaStreamLegacy/cudaStreamPerThread?), "
                 "not a Chorus stream: wrap it with chorusStreamFromCuda",
                 api, static_cast<const void*>(s));
-  if (s->magic != kStreamMagic)
+  if (!liveHandleHas(HandleKind::Stream, s))  // never read: a destroyed one is freed
     CHORUS_FAIL(chorusInvalidUsage,
                 "%s: stream %p is not a live Chorus stream (destroyed, or a cudaStream_t not "
                 "wrapped by chorusStreamFromCuda?)",

@@ -47,12 +47,9 @@ class DeviceExecutor {
   virtual chorusResult_t synchronize() = 0;
 };
 
-constexpr uint64_t kStreamMagic = 0x43484f5253545245ull;  // "CHORSTRE"
-constexpr uint64_t kStreamDeadMagic = 0xdeadc0de5743dead;
 }  // namespace chorus
 
 struct chorusStream {
-  uint64_t magic = chorus::kStreamMagic;  // best-effort check of user handles
   std::mutex mutex;
   std::condition_variable workCv;
   std::condition_variable idleCv;

@@ -42,6 +42,13 @@ Cases:
                   where netdelay was not built (libnetfilter-queue-dev missing).
   link_down       the same job, then host 1's link is taken down for good in the switch
                   namespace: every rank returns an error (CHORUS_TIMEOUT_S=20) within 30 s.
+  link_down_timeout  2 hosts x 2 ranks of tests/multinode/timeout_cut, communicators made
+                  with chorusConfig_t.timeoutSeconds = 3 (CHORUS_TIMEOUT_S at its 300 s
+                  default): host 1's link is taken down, then each rank of host 0 sends
+                  1 MiB to one of host 1 (the send returns with the message in its slots)
+                  and destroys its communicator, whose tcp connection drains until the
+                  deadline; host 1's ranks' receives fail. Every rank is done within 3 + 5 s
+                  (the transports' deadlines are the communicator's, not 300 s).
   shrink_kill     2 hosts x 2 ranks started by the test (tests/integration/shrink): rank 3
                   (host 1) SIGKILLs itself mid all-reduce loop; the survivors fail within
                   CHORUS_TIMEOUT_S + 5 s (5 + 5), agree on {3} with chorusCommFailedRanks,
@@ -74,7 +81,8 @@ import shrink_test  # noqa: E402  (lose a rank, shrink, go on; run() drives rank
 CASES = {
     "chorusrun_2x2": 2, "chorusrun_4x1": 4, "mpirun_2x2": 2, "mpirun_4x1": 4,
     "slurm": 3, "early_exit": 2,
-    "kill_rank": 2, "loss": 2, "loss_delay": 2, "link_down": 2, "topology_4x2": 4,
+    "kill_rank": 2, "loss": 2, "loss_delay": 2, "link_down": 2, "link_down_timeout": 2,
+    "topology_4x2": 4,
     "shrink_kill": 2, "shrink_cut": 2, "away": 2,
 }
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
@@ -643,6 +651,77 @@ def case_link_down(c):
                 k.proc.wait()
 
 
+def case_link_down_timeout(c, timeout_s=3, slack_s=5):
+    prefixes = rank_prefixes(c, 2)
+    n = len(prefixes)
+    marker = "/tmp/chorus-cut-%s-%d" % (c.name, os.getpid())
+    if os.path.exists(marker):
+        os.unlink(marker)
+    ranks = []
+    try:
+        for r in range(n):
+            # Sends copy into the slots (not from the caller's buffer), and small socket
+            # buffers: a 1 MiB send returns with most of it still in the slots to drain.
+            env = dict(os.environ, CHORUS_RANK=str(r), CHORUS_WORLD_SIZE=str(n),
+                       CHORUS_INIT="tcp://%s.1:29614" % c.subnet, CHORUS_SOCKET_BUFSIZE="64K",
+                       CHORUS_NSOCKS="1", CHORUS_TCP_SEND_FROM_USER="0")
+            for k in ("CHORUS_INIT_SERVED", "CHORUS_TIMEOUT_S"):
+                env.pop(k, None)
+            ranks.append(kill_rank.Rank(r, prefixes[r] + [c.exe("tests/multinode/timeout_cut"),
+                                                          "--timeout-s", str(timeout_s),
+                                                          "--marker", marker],
+                                        env, c.build))
+        t0 = time.time()
+        while not all(any(": ready" in l for l in k.lines) for k in ranks):
+            for k in ranks:
+                expect(k.proc.poll() is None, "rank %d exited early:\n    %s" % (k.rank, k.tail()))
+            expect(time.time() - t0 < 120, "the job did not get going in 120 s")
+            time.sleep(0.05)
+        sw = c.name + "-sw"
+        p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"], capture_output=True,
+                           text=True)
+        expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+        open(marker, "w").close()
+        down = time.time()
+        log("host 1's link is down (ip -n %s link set h1 down); host 0's ranks send to "
+            "host 1's" % sw)
+        # Twice the bound, so a miss shows by how much (the 300 s deadlines never end here).
+        while time.time() - down < 2 * (timeout_s + slack_s) and any(
+                k.proc.poll() is None for k in ranks):
+            for k in ranks:
+                if k.exit_time is None and k.proc.poll() is not None:
+                    k.exit_time = time.time()
+            time.sleep(0.05)
+        for k in ranks:
+            if k.exit_time is None and k.proc.poll() is not None:
+                k.exit_time = time.time()
+        time.sleep(0.2)
+        for k in ranks:
+            expect(k.exit_time is not None, "rank %d still running %d s after the link went "
+                   "down:\n    %s" % (k.rank, 2 * (timeout_s + slack_s), k.tail()))
+            took = k.exit_time - down
+            sender = k.rank < n // 2
+            want = [l for l in k.lines if (": sent " if sender else ": ERROR ") in l]
+            expect(k.proc.returncode == (0 if sender else 3) and want,
+                   "rank %d: exit %d, want %s:\n    %s" % (
+                       k.rank, k.proc.returncode, "0 (sent)" if sender else "3 (an error)",
+                       k.tail()))
+            gone = [l for l in k.lines if "destroyed in" in l]
+            log("%s; %s; exited %.1f s after the link went down"
+                % (want[0][:300], gone[0] if gone else "no destroy line", took))
+            expect(took <= timeout_s + slack_s, "rank %d exited %.1f s after the link went down, "
+                   "over %d + %d s" % (k.rank, took, timeout_s, slack_s))
+        log("every rank was done within %d + %d s; the last %.1f s after the link went down"
+            % (timeout_s, slack_s, max(k.exit_time - down for k in ranks)))
+    finally:
+        for k in ranks:
+            if k.proc.poll() is None:
+                k.proc.kill()
+                k.proc.wait()
+        if os.path.exists(marker):
+            os.unlink(marker)
+
+
 SHRINK_WORKER = "tests/integration/shrink/shrink_worker"
 
 
@@ -745,6 +824,8 @@ def inner(case, src, build):
         case_loss_delay(c)
     elif case == "link_down":
         case_link_down(c)
+    elif case == "link_down_timeout":
+        case_link_down_timeout(c)
     elif case == "topology_4x2":
         case_topology(c)
     elif case == "shrink_kill":
