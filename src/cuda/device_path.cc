@@ -159,6 +159,27 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
                                 DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
 
+  // One call alone (not a send/receive) on a communicator whose ranks can all take the
+  // device path goes there (direct.cc); groups and sends/receives are staged below.
+  if (ops.size() == 1 && ops[0].args.coll != Coll::Send && ops[0].args.coll != Coll::Recv) {
+    chorusResult_t r = chorusSuccess;
+    CommLink* L = linkFor(b, s, ops[0].comm, runHost, &r);
+    if (!L) {
+      ops[0].comm->flight->finish(ops[0].args.frId, r);
+      return r;
+    }
+    switch (L->verdict) {
+      case Verdict::Device: return enqueueDirect(b, s, ops[0], L, std::move(runHost));
+      case Verdict::Staging: break;
+      case Verdict::Mismatch:
+      case Verdict::NoDevice:
+        ops[0].comm->flight->finish(ops[0].args.frId, chorusInvalidUsage);
+        CHORUS_FAIL(
+            chorusInvalidUsage, "device buffers: CHORUS_CUDA_PATH: %s%s",
+            L->verdict == Verdict::Mismatch ? "" : "the device path cannot run: ", L->why.c_str());
+    }
+  }
+
   // Plan: one op alone is cut into pieces; the ops of a group go whole (one piece each),
   // so a group stays one batch on the host side.
   std::vector<OpStage> stages(ops.size());

@@ -12,11 +12,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "chorus.h"
+#include "src/cuda/peers.h"
 #include "src/cuda/runtime.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/stream.h"
@@ -32,6 +35,17 @@ struct PinnedBlock {
   void* dev = nullptr;
   size_t bytes = 0;
   bool inUse = false;
+};
+
+/// What one (wrapped stream, communicator) pair learned at its first call: the verdict of
+/// peers.h and, on the device path, the scratch areas of every rank (docs/CUDA.md).
+struct CommLink {
+  Verdict verdict = Verdict::Staging;
+  std::string why;                 // why not the device path
+  void* scratch = nullptr;         // this rank's device scratch (freed with the binding)
+  size_t pieceBytes = 0;           // per block; scratch = (nranks + 1) * pieceBytes
+  std::vector<void*> peerScratch;  // by rank: raw (same process) or IPC-opened
+  std::vector<void*> opened;       // IPC-opened, closed with the binding
 };
 
 /// The device side of a chorusStream made by chorusStreamFromCuda: its DeviceExecutor
@@ -59,6 +73,13 @@ struct StreamBinding final : DeviceExecutor {
   std::deque<PinnedBlock> staging;  // stable addresses (jobs hold them); freed at destroy
   std::vector<void*> freeEvents;
   std::vector<void*> allEvents;
+  // The device path (src/cuda/direct.cc): a stream of our own for its copies and kernels
+  // (the user's stream waits for the whole call), and what each communicator agreed on.
+  void* workStream = nullptr;  // created by the first exchange, on the worker
+  std::mutex linkMutex;        // one exchange at a time; guards `links`
+  std::map<const chorusComm*, std::unique_ptr<CommLink>> links;
+  /// Tests force a path without the process-wide CHORUS_CUDA_PATH (-1: the parameter).
+  int forcedMode = -1;
 };
 
 /// chorusStreamFromCuda through `rt` (defaultRuntime() for the public call; tests pass a
@@ -77,6 +98,22 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
 
 /// Piece size per block (CHORUS_CUDA_PIECE_BYTES).
 size_t pieceBytes();
+
+/// The device path (direct.cc). linkFor: the (stream, communicator)'s CommLink, agreed with
+/// the peers on the stream's worker at the first call (the caller waits for it); null
+/// with *r set when that exchange failed.
+CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
+                  const DeviceExecutor::RunHostOps& runHost, chorusResult_t* r);
+/// Queues one call for the device path: the user's stream waits while the stream's worker
+/// agrees with the peers, runs the kernels (or stages a call some rank cannot run on the
+/// device) and releases it.
+chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, CommLink* link,
+                             DeviceExecutor::RunHostOps runHost);
+/// Tests: makes a stream made by streamFromRuntime take `m` instead of CHORUS_CUDA_PATH
+/// (before its first call on a communicator). False for any other stream.
+bool forcePathForTests(chorusStream* s, PathMode m);
+/// Frees what the device path holds (binding teardown, after the streams drained).
+void releaseLinks(StreamBinding* b);
 
 }  // namespace cuda
 }  // namespace chorus

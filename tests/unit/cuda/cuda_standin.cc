@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
+
+#include "kernels/coll_body.h"
 
 namespace standin {
 
@@ -15,6 +18,7 @@ struct CudaStandin::Stream {
   std::condition_variable work, idle;
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
+  int extraDelayUs = 0;  // setPerStreamDelayUs
   std::thread thread;
 };
 
@@ -79,6 +83,10 @@ bool CudaStandin::translate(const void* p, size_t bytes, unsigned char** out) co
 
 void* CudaStandin::createStream() {
   auto* s = new Stream();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s->extraDelayUs = (streamsCreated_++ % 4) * perStreamDelayUs_.load();
+  }
   s->thread = std::thread([this, s] {
     std::unique_lock<std::mutex> lock(s->mutex);
     for (;;) {
@@ -88,7 +96,8 @@ void* CudaStandin::createStream() {
       s->queue.pop_front();
       s->busy = true;
       lock.unlock();
-      if (int d = delayUs_.load()) std::this_thread::sleep_for(std::chrono::microseconds(d));
+      if (int d = delayUs_.load() + s->extraDelayUs)
+        std::this_thread::sleep_for(std::chrono::microseconds(d));
       fn();
       lock.lock();
       s->busy = false;
@@ -219,6 +228,7 @@ bool CudaStandin::memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_
     return false;
   }
   ++copies_;
+  if (!inDevice(dst) || !inDevice(src)) ++hostCopies_;
   push(s, [=] {
     for (size_t r = 0; r < height; ++r) std::memcpy(d + r * dpitch, sr + r * spitch, width);
   });
@@ -292,6 +302,121 @@ bool CudaStandin::streamSynchronize(void* stream, std::string* err) const {
   }
   std::unique_lock<std::mutex> lock(s->mutex);
   s->idle.wait(lock, [s] { return s->queue.empty() && !s->busy; });
+  return true;
+}
+
+// --- the same-host device path -------------------------------------------------------
+
+bool CudaStandin::deviceMalloc(size_t bytes, void** dev, std::string* err) const {
+  *dev = const_cast<CudaStandin*>(this)->deviceAlloc(bytes);
+  if (*dev) return true;
+  if (err) *err = "stand-in cudaMalloc: out of memory";
+  return false;
+}
+
+void CudaStandin::deviceFree(void* dev) const {
+  // Forgotten, not reused: a later access through a stale pointer is "unregistered".
+  std::lock_guard<std::mutex> lock(mutex_);
+  const_cast<CudaStandin*>(this)->allocs_.erase(reinterpret_cast<uintptr_t>(dev));
+}
+
+// A handle names this stand-in (the "driver context") and the allocation's address.
+struct StandinHandle {
+  const CudaStandin* owner;
+  uintptr_t addr;
+};
+
+bool CudaStandin::ipcGetHandle(void* dev, chorus::cuda::IpcHandle* out, std::string* err) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!allocs_.count(reinterpret_cast<uintptr_t>(dev))) {
+    if (err) *err = "stand-in cudaIpcGetMemHandle: invalid argument (not an allocation's start)";
+    return false;
+  }
+  *out = chorus::cuda::IpcHandle{};
+  const StandinHandle h{this, reinterpret_cast<uintptr_t>(dev)};
+  std::memcpy(out->bytes, &h, sizeof h);
+  return true;
+}
+
+bool CudaStandin::ipcOpenHandle(const chorus::cuda::IpcHandle& in, void** dev,
+                                std::string* err) const {
+  StandinHandle h;
+  std::memcpy(&h, in.bytes, sizeof h);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (h.owner != this || !allocs_.count(h.addr)) {
+    if (err) *err = "stand-in cudaIpcOpenMemHandle: invalid device context";
+    return false;
+  }
+  *dev = reinterpret_cast<void*>(h.addr);
+  return true;
+}
+
+bool CudaStandin::canAccessPeer(int, int, bool* can, std::string*) const {
+  *can = !noPeerAccess_;
+  return true;
+}
+
+bool CudaStandin::streamCreate(void** stream, std::string*) const {
+  *stream = const_cast<CudaStandin*>(this)->createStream();
+  return true;
+}
+
+void CudaStandin::streamDestroy(void* stream) const {
+  const_cast<CudaStandin*>(this)->destroyStream(stream);
+}
+
+// Kernel launches run the device bodies (kernels/coll_body.h) on the stream's thread over
+// a grid of 96 threads (fewer than most counts, so threads loop), every pointer translated
+// to the stand-in's backing first; a pointer outside device memory is a launch failure
+// (a GPU would fault).
+bool CudaStandin::launchReduce(const chorus::kernels::ReduceArgs& a, void* stream,
+                               std::string* err) const {
+  Stream* s = findStream(stream);
+  const size_t bytes = a.count * chorus::kernels::typeBytes(a.spec.type);
+  chorus::kernels::ReduceArgs h = a;
+  unsigned char* p = nullptr;
+  bool ok = s != nullptr && a.nsrc >= 1 && a.nsrc <= chorus::kernels::kMaxSources;
+  auto dev = [&](const void* ptr) {
+    const auto x = reinterpret_cast<uintptr_t>(ptr), lo = reinterpret_cast<uintptr_t>(reserved_);
+    return x >= lo && x < lo + size_;
+  };
+  ok = ok && (bytes == 0 || (dev(a.dst) && translate(a.dst, bytes, &p)));
+  h.dst = p;
+  for (int j = 0; ok && j < a.nsrc; ++j) {
+    ok = bytes == 0 || (dev(a.src[j]) && translate(a.src[j], bytes, &p));
+    h.src[j] = p;
+  }
+  if (!ok) {
+    if (err) *err = "stand-in reduce kernel: invalid argument (a pointer outside device memory)";
+    return false;
+  }
+  ++reduceLaunches_;
+  push(s, [h] { chorus::kernels::runReduceOnHost(h, 96); });
+  return true;
+}
+
+bool CudaStandin::launchCopy(const chorus::kernels::CopyArgs& a, void* stream,
+                             std::string* err) const {
+  Stream* s = findStream(stream);
+  chorus::kernels::CopyArgs h = a;
+  bool ok = s != nullptr && a.n >= 0 && a.n <= chorus::kernels::kMaxSources;
+  auto dev = [&](const void* ptr) {
+    const auto x = reinterpret_cast<uintptr_t>(ptr), lo = reinterpret_cast<uintptr_t>(reserved_);
+    return x >= lo && x < lo + size_;
+  };
+  for (int j = 0; ok && j < a.n && a.bytes > 0; ++j) {
+    unsigned char *d = nullptr, *sr = nullptr;
+    ok = dev(a.dst[j]) && dev(a.src[j]) && translate(a.dst[j], a.bytes, &d) &&
+         translate(a.src[j], a.bytes, &sr);
+    h.dst[j] = d;
+    h.src[j] = sr;
+  }
+  if (!ok) {
+    if (err) *err = "stand-in copy kernel: invalid argument (a pointer outside device memory)";
+    return false;
+  }
+  ++copyLaunches_;
+  push(s, [h] { chorus::kernels::runCopyOnHost(h, 96); });
   return true;
 }
 

@@ -20,42 +20,12 @@
 #include "src/cuda/device_path.h"
 #include "src/cuda/pieces.h"
 #include "tests/unit/cuda/cuda_standin.h"
+#include "tests/unit/cuda/standin_env.h"
 
 namespace cu = chorus::cuda;
 using chorus::Coll;
 
-namespace {
-
-class StandinEnv final : public collmatrix::DeviceEnv {
- public:
-  explicit StandinEnv(standin::CudaStandin& rt) : rt_(rt) {}
-  void* alloc(size_t bytes) override { return rt_.deviceAlloc(bytes); }
-  void free(void*) override {}  // the stand-in's arena is freed with it
-  void* newStream() override { return rt_.createStream(); }
-  void deleteStream(void* s) override { rt_.destroyStream(s); }
-  void upload(void* dev, const void* host, size_t bytes, void* stream) override {
-    unsigned char* d = static_cast<unsigned char*>(rt_.hostView(dev));
-    rt_.enqueue(stream, [=] { std::memcpy(d, host, bytes); });
-  }
-  void download(void* host, const void* dev, size_t bytes, void* stream) override {
-    const unsigned char* d = static_cast<const unsigned char*>(rt_.hostView(dev));
-    rt_.enqueue(stream, [=] { std::memcpy(host, d, bytes); });
-  }
-  chorusResult_t wrap(void* stream, chorusStream_t* out) override {
-    return cu::streamFromRuntime(rt_, stream, out);
-  }
-
- private:
-  standin::CudaStandin& rt_;
-};
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& l : v) s += l + "\n";
-  return s;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(CudaPieces, LayoutOfEveryCollective) {
   // (coll, rank, root) -> blocks of send and recv, n = 4
@@ -186,6 +156,7 @@ TEST(CudaDevicePath, ScheduleAndStagingReuse) {
   void* cs = rt.createStream();
   chorusStream_t s = nullptr;
   ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+  ASSERT_TRUE(cu::forcePathForTests(s, cu::PathMode::Staging));  // this schedule is staging's
   void* a = rt.deviceAlloc(8000);
   void* b = rt.deviceAlloc(8000);
   const uint64_t c0 = rt.copies(), w0 = rt.waits(), r0 = rt.records();
@@ -327,11 +298,12 @@ TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
   EXPECT_EQ(chorusCommDestroy(comm), chorusSuccess);
 }
 
-// Every collective x type x op, 1..4 ranks on one stand-in GPU, with a slow stream.
+// Every collective x type x op, 1..4 ranks on one stand-in GPU, with a slow stream, staged
+// through the host (CHORUS_CUDA_PATH=staging; test_direct_path.cc has the device path).
 TEST(CudaDevicePath, EveryCollectiveMatchesTheReference) {
   standin::CudaStandin rt(size_t{64} << 20);
   rt.setOpDelayUs(20);
-  StandinEnv env(rt);
+  StandinEnv env(rt, cu::PathMode::Staging);
   collmatrix::Options opt;
   opt.count = 1000;
   const auto errs = collmatrix::run(env, opt);
