@@ -159,9 +159,23 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
                                 DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
 
-  // One call alone (not a send/receive) on a communicator whose ranks can all take the
-  // device path goes there (direct.cc); groups and sends/receives are staged below.
-  if (ops.size() == 1 && ops[0].args.coll != Coll::Send && ops[0].args.coll != Coll::Recv) {
+  // A send/receive alone whose stream already agreed on the device path with this
+  // communicator goes there (direct_p2p.cc); groups and the rest are staged below.
+  const bool p2p =
+      ops.size() == 1 && (ops[0].args.coll == Coll::Send || ops[0].args.coll == Coll::Recv);
+  if (p2p && ops[0].args.anyPeer == nullptr && ops[0].args.root >= 0) {
+    CommLink* L = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(b->linkMutex);
+      auto it = b->links.find(ops[0].comm);
+      if (it != b->links.end()) L = it->second.get();
+    }
+    if (L && L->verdict == Verdict::Device)
+      return enqueueDirect(b, s, ops[0], L, std::move(runHost));
+  }
+  // One collective alone on a communicator whose ranks can all take the device path goes
+  // there (direct.cc).
+  if (ops.size() == 1 && !p2p) {
     chorusResult_t r = chorusSuccess;
     CommLink* L = linkFor(b, s, ops[0].comm, runHost, &r);
     if (!L) {

@@ -45,6 +45,7 @@ struct CommLink {
   void* scratch = nullptr;         // this rank's device scratch (freed with the binding)
   size_t pieceBytes = 0;           // per block; scratch = (nranks + 1) * pieceBytes
   std::vector<void*> peerScratch;  // by rank: raw (same process) or IPC-opened
+  std::vector<uint64_t> peerAddr;  // by rank: the address its owner reported (identity)
   std::vector<void*> opened;       // IPC-opened, closed with the binding
 };
 

@@ -30,6 +30,7 @@
 #include "src/core/params.h"
 #include "src/cuda/device_guard.h"
 #include "src/cuda/device_path.h"
+#include "src/cuda/direct_parts.h"
 #include "src/cuda/pieces.h"
 #include "src/enqueue/ptrcheck.h"
 
@@ -40,7 +41,9 @@ namespace {
 constexpr size_t kScratchAlign = 256;
 size_t alignUp(size_t v) { return (v + kScratchAlign - 1) & ~(kScratchAlign - 1); }
 
-Op hostOp(chorusComm* comm, Coll coll, const void* send, void* recv, size_t bytes) {
+}  // namespace
+
+Op hostOp(chorusComm* comm, Coll coll, const void* send, void* recv, size_t bytes, int peer) {
   Op op{};
   op.comm = comm;
   op.stream = nullptr;
@@ -51,20 +54,22 @@ Op hostOp(chorusComm* comm, Coll coll, const void* send, void* recv, size_t byte
   op.args.count = bytes;
   op.args.type = chorusUint8;
   op.args.spec.type = chorusUint8;
-  op.args.root = -1;
+  op.args.root = peer;
   return op;
 }
+
+namespace {
 
 // The communicator's host all-gather of `bytes` per rank, on the stream's worker.
 chorusResult_t hostAllGather(chorusComm* comm, const void* mine, void* all, size_t bytes,
                              const DeviceExecutor::RunHostOps& runHost) {
-  std::vector<Op> ops{hostOp(comm, Coll::AllGather, mine, all, bytes)};
+  std::vector<Op> ops{hostOp(comm, Coll::AllGather, mine, all, bytes, -1)};
   return runHost(ops);
 }
 
 // The ranks meet: nobody passes until everybody arrived (the host barrier).
 chorusResult_t meet(chorusComm* comm, const DeviceExecutor::RunHostOps& runHost) {
-  std::vector<Op> ops{hostOp(comm, Coll::Barrier, nullptr, nullptr, 0)};
+  std::vector<Op> ops{hostOp(comm, Coll::Barrier, nullptr, nullptr, 0, -1)};
   return runHost(ops);
 }
 
@@ -114,6 +119,8 @@ chorusResult_t exchange(StreamBinding* b, chorusComm* comm, CommLink* L,
   // rank then says whether it reached all of them, so a failure stages everywhere.
   int32_t ok = 1;
   L->peerScratch.assign(comm->nranks, nullptr);
+  L->peerAddr.assign(comm->nranks, 0);
+  for (int j = 0; j < comm->nranks; ++j) L->peerAddr[j] = all[j].scratch;
   for (int j = 0; j < comm->nranks; ++j) {
     if (all[j].process == mine.process) {
       L->peerScratch[j] = reinterpret_cast<void*>(all[j].scratch);
@@ -314,6 +321,8 @@ class PieceRunner {
   size_t elem_;
 };
 
+}  // namespace
+
 bool isDevice(const Runtime& rt, const void* p) {
   PtrInfo info;
   std::string ignored;
@@ -382,8 +391,6 @@ chorusResult_t stageOnWorker(StreamBinding* b, const Op& op,
   block->inUse = false;
   return r;
 }
-
-}  // namespace
 
 CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
                   const DeviceExecutor::RunHostOps& runHost, chorusResult_t* r) {
@@ -488,23 +495,26 @@ chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, Co
     if (r == chorusSuccess && !rt.eventSynchronize(inEv, &err))
       r = fail(chorusSystemError, __FILE__, __LINE__, "device path: waiting for the input: %s",
                err.c_str());
+    const bool p2p = op.args.coll == Coll::Send || op.args.coll == Coll::Recv;
+    if (r == chorusSuccess && p2p) r = runDirectP2p(b, op, L, runHost);
     // Every rank says what it is about to run; all must agree, and all must hold device
     // buffers for the kernels to run, else every rank stages this call.
-    std::vector<CallHeader> all(comm->nranks);
-    if (r == chorusSuccess) r = hostAllGather(comm, &h, all.data(), sizeof h, runHost);
+    std::vector<CallHeader> all(p2p ? 0 : comm->nranks);
+    if (r == chorusSuccess && !p2p) r = hostAllGather(comm, &h, all.data(), sizeof h, runHost);
     bool device = true;
-    for (int j = 0; j < comm->nranks && r == chorusSuccess; ++j) {
+    for (size_t j = 0; j < all.size() && r == chorusSuccess; ++j) {
       const CallHeader& p = all[j];
       if (p.coll != h.coll || p.type != h.type || p.root != h.root || p.count != h.count)
         r = fail(chorusInvalidUsage, __FILE__, __LINE__,
                  "device path: rank %d called %s (count %llu, type %d, root %d) where rank %d "
                  "called %s (count %llu, type %d, root %d)",
-                 j, collName(static_cast<Coll>(p.coll)), static_cast<unsigned long long>(p.count),
-                 p.type, p.root, comm->rank, collName(static_cast<Coll>(h.coll)),
-                 static_cast<unsigned long long>(h.count), h.type, h.root);
+                 static_cast<int>(j), collName(static_cast<Coll>(p.coll)),
+                 static_cast<unsigned long long>(p.count), p.type, p.root, comm->rank,
+                 collName(static_cast<Coll>(h.coll)), static_cast<unsigned long long>(h.count),
+                 h.type, h.root);
       device = device && p.eligible;
     }
-    if (r == chorusSuccess) {
+    if (r == chorusSuccess && !p2p) {
       if (device) {
         PieceRunner runner(b, op, L, runHost);
         for (const Piece& pc :

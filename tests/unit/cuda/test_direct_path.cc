@@ -213,6 +213,85 @@ TEST(DirectPath, FreedAndForeignPointersAreRefused) {
   chorusCommDestroy(comm);
 }
 
+// Send/recv alone, after a collective agreed on the device path: rank 0 sends then
+// receives, rank 1 receives then sends; several pieces; exact. The receiver's kernel copies
+// from the sender's scratch (no host copy). Then one side's buffer on the host: the pair
+// stages that call, exact too.
+TEST(DirectPath, SendRecvOnTheDevicePath) {
+  standin::CudaStandin rt(size_t{32} << 20);
+  rt.setPerStreamDelayUs(300);
+  chorusComm_t comms[2];
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
+  std::vector<std::string> errs;
+  std::mutex m;
+  uint64_t hostCopiesAfterDevice = 0;
+  auto rank = [&](int r) {
+    void* cs = rt.createStream();
+    chorusStream_t s = nullptr;
+    ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+    cu::forcePathForTests(s, cu::PathMode::Device);
+    const int peer = 1 - r;
+    void* d = rt.deviceAlloc(8);
+    ASSERT_EQ(chorusBarrier(comms[r], s), chorusSuccess);  // the agreement
+    for (size_t n : {size_t{0}, size_t{1}, size_t{997}}) {
+      void* sb = rt.deviceAlloc(n * 4 + 4);
+      void* rb = rt.deviceAlloc(n * 4 + 4);
+      auto* sv = static_cast<int32_t*>(rt.hostView(sb));
+      auto* rv = static_cast<int32_t*>(rt.hostView(rb));
+      for (size_t i = 0; i < n; ++i) {
+        sv[i] = static_cast<int32_t>(r * 100000 + i);
+        rv[i] = -1;
+      }
+      for (int step = 0; step < 2; ++step) {
+        const bool sendNow = (step == 0) == (r == 0);
+        ASSERT_EQ(sendNow ? chorusSend(sb, n, chorusInt32, peer, comms[r], s)
+                          : chorusRecv(rb, n, chorusInt32, peer, comms[r], s),
+                  chorusSuccess);
+      }
+      ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess) << chorusGetLastError(comms[r]);
+      for (size_t i = 0; i < n; ++i)
+        if (rv[i] != static_cast<int32_t>(peer * 100000 + i)) {
+          std::lock_guard<std::mutex> lock(m);
+          errs.push_back("rank " + std::to_string(r) + " count " + std::to_string(n) + " element " +
+                         std::to_string(i) + " = " + std::to_string(rv[i]));
+          break;
+        }
+    }
+    ASSERT_EQ(chorusBarrier(comms[r], s), chorusSuccess);
+    ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess);
+    if (r == 0) hostCopiesAfterDevice = rt.hostCopies();
+    ASSERT_EQ(chorusBarrier(comms[r], s), chorusSuccess);
+    // Rank 0 sends from host memory: the pair stages.
+    std::vector<int32_t> host(300, 7);
+    void* rb = rt.deviceAlloc(300 * 4);
+    if (r == 0)
+      ASSERT_EQ(chorusSend(host.data(), 300, chorusInt32, 1, comms[r], s), chorusSuccess);
+    else
+      ASSERT_EQ(chorusRecv(rb, 300, chorusInt32, 0, comms[r], s), chorusSuccess);
+    ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess) << chorusGetLastError(comms[r]);
+    if (r == 1) {
+      auto* rv = static_cast<int32_t*>(rt.hostView(rb));
+      for (int i = 0; i < 300; ++i)
+        if (rv[i] != 7) {
+          std::lock_guard<std::mutex> lock(m);
+          errs.push_back("staged receive element " + std::to_string(i));
+          break;
+        }
+    }
+    (void)d;
+    chorusStreamDestroy(s);
+    rt.destroyStream(cs);
+  };
+  std::thread t(rank, 1);
+  rank(0);
+  t.join();
+  EXPECT_TRUE(errs.empty()) << joined(errs);
+  EXPECT_EQ(hostCopiesAfterDevice, 0u) << "device-path send/recv copied through the host";
+  EXPECT_GT(rt.hostCopies(), 0u) << "the mixed pair must have staged";
+  EXPECT_GT(rt.copyLaunches(), 0u);
+  for (auto c : comms) chorusCommDestroy(c);
+}
+
 // acceptance 3: the verdict is a pure function of what every rank reported, so every rank
 // reaches the same one; ranks on two hosts, a pair without access, forced modes.
 TEST(DirectPath, VerdictFromTheHeaders) {
