@@ -168,7 +168,9 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
     {
       std::lock_guard<std::mutex> lock(b->linkMutex);
       auto it = b->links.find(ops[0].comm);
-      if (it != b->links.end()) L = it->second.get();
+      if (it != b->links.end() &&
+          std::memcmp(&it->second->id, &ops[0].comm->id, sizeof ops[0].comm->id) == 0)
+        L = it->second.get();
     }
     if (L && L->verdict == Verdict::Device)
       return enqueueDirect(b, s, ops[0], L, std::move(runHost));

@@ -40,6 +40,9 @@ struct PinnedBlock {
 /// What one (wrapped stream, communicator) pair learned at its first call: the verdict of
 /// peers.h and, on the device path, the scratch areas of every rank (docs/CUDA.md).
 struct CommLink {
+  /// The communicator it was agreed with (a later one may reuse the address).
+  chorusUniqueId id{};
+  int rank = -1, nranks = 0;
   Verdict verdict = Verdict::Staging;
   std::string why;                 // why not the device path
   void* scratch = nullptr;         // this rank's device scratch (freed with the binding)
@@ -79,6 +82,7 @@ struct StreamBinding final : DeviceExecutor {
   void* workStream = nullptr;  // created by the first exchange, on the worker
   std::mutex linkMutex;        // one exchange at a time; guards `links`
   std::map<const chorusComm*, std::unique_ptr<CommLink>> links;
+  std::vector<std::unique_ptr<CommLink>> retired;  // of destroyed communicators
   /// Tests force a path without the process-wide CHORUS_CUDA_PATH (-1: the parameter).
   int forcedMode = -1;
 };

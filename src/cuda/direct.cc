@@ -396,7 +396,14 @@ CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
                   const DeviceExecutor::RunHostOps& runHost, chorusResult_t* r) {
   std::lock_guard<std::mutex> lock(b->linkMutex);
   auto it = b->links.find(comm);
-  if (it != b->links.end()) return it->second.get();
+  if (it != b->links.end()) {
+    const CommLink& k = *it->second;
+    if (k.rank == comm->rank && k.nranks == comm->nranks &&
+        std::memcmp(&k.id, &comm->id, sizeof k.id) == 0)
+      return it->second.get();
+    b->retired.push_back(std::move(it->second));  // freed with the binding
+    b->links.erase(it);
+  }
   PathMode m;
   std::string err;
   if (b->forcedMode < 0 && !parsePathMode(paramString(Param::CudaPath), &m, &err)) {
@@ -405,6 +412,9 @@ CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
   }
   auto link = std::make_unique<CommLink>();
   CommLink* L = link.get();
+  L->id = comm->id;
+  L->rank = comm->rank;
+  L->nranks = comm->nranks;
   std::mutex m2;
   std::condition_variable cv;
   bool done = false;
@@ -555,11 +565,13 @@ chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, Co
 
 void releaseLinks(StreamBinding* b) {
   const Runtime& rt = *b->rt;
-  for (auto& kv : b->links) {
-    for (void* p : kv.second->opened) rt.ipcCloseHandle(p);
-    if (kv.second->scratch) rt.deviceFree(kv.second->scratch);
+  for (auto& kv : b->links) b->retired.push_back(std::move(kv.second));
+  for (auto& L : b->retired) {
+    for (void* p : L->opened) rt.ipcCloseHandle(p);
+    if (L->scratch) rt.deviceFree(L->scratch);
   }
   b->links.clear();
+  b->retired.clear();
   if (b->workStream) rt.streamDestroy(b->workStream);
   b->workStream = nullptr;
 }
