@@ -67,10 +67,21 @@ chorusResult_t hostAllGather(chorusComm* comm, const void* mine, void* all, size
   return runHost(ops);
 }
 
-// The ranks meet: nobody passes until everybody arrived (the host barrier).
-chorusResult_t meet(chorusComm* comm, const DeviceExecutor::RunHostOps& runHost) {
-  std::vector<Op> ops{hostOp(comm, Coll::Barrier, nullptr, nullptr, 0, -1)};
-  return runHost(ops);
+// The ranks meet (nobody passes until everybody arrived) and learn whether any of them
+// failed since the last meeting: a rank whose copy or kernel failed still comes, so the
+// others stop at once with chorusRemoteError instead of waiting for it until the timeout.
+chorusResult_t meet(chorusComm* comm, chorusResult_t local,
+                    const DeviceExecutor::RunHostOps& runHost) {
+  const int32_t mine = static_cast<int32_t>(local);
+  std::vector<int32_t> all(comm->nranks);
+  const chorusResult_t r = hostAllGather(comm, &mine, all.data(), sizeof mine, runHost);
+  if (local != chorusSuccess) return local;
+  if (r != chorusSuccess) return r;
+  for (int j = 0; j < comm->nranks; ++j)
+    if (all[j] != chorusSuccess)
+      CHORUS_FAIL(chorusRemoteError, "device path: rank %d failed this call (%s)", j,
+                  chorusGetErrorString(static_cast<chorusResult_t>(all[j])));
+  return chorusSuccess;
 }
 
 PathMode modeOf(const StreamBinding* b) {
@@ -166,59 +177,86 @@ class PieceRunner {
         elem_(kernels::typeBytes(op.args.type)) {}
 
   chorusResult_t run(const Piece& pc) {
+    chorusResult_t local = copyIn(pc);
+    if (local == chorusSuccess) local = syncWork();
+    CHORUS_CHECK(meet(comm_, local, runHost_));  // every rank's input is in its scratch
+    bool twoShot = false;
+    local = compute(pc, &twoShot);
+    if (local == chorusSuccess) local = syncWork();
+    if (twoShot) {  // my reduced segment is in my scratch: everybody copies every segment
+      CHORUS_CHECK(meet(comm_, local, runHost_));
+      local = gatherSegments(pc);
+      if (local == chorusSuccess) local = syncWork();
+    }
+    return meet(comm_, local, runHost_);  // nobody reads a scratch any more: next piece
+  }
+
+ private:
+  unsigned char* out(const Piece& pc, int block) const {  // my output's block, at this piece
+    return static_cast<unsigned char*>(op_.args.recvbuf) +
+           (static_cast<size_t>(block) * op_.args.count + pc.first) * elem_;
+  }
+  const unsigned char* in(int rank, size_t offBytes) const {  // a rank's scratch
+    return static_cast<const unsigned char*>(L_->peerScratch[rank]) + offBytes;
+  }
+  size_t segFirst(const Piece& pc, int r) const { return pc.count * static_cast<size_t>(r) / n_; }
+
+  // The piece's kernels (the first half of a two-shot all-reduce: *twoShot).
+  chorusResult_t compute(const Piece& pc, bool* twoShot) {
     const size_t c = pc.count, bytes = c * elem_;
-    CHORUS_CHECK(copyIn(pc));
-    CHORUS_CHECK(syncWork());
-    CHORUS_CHECK(meet(comm_, runHost_));  // every rank's input is in its scratch
     const int root = op_.args.root;
-    auto out = [&](int block) {  // block `block` of my output, at this piece
-      return static_cast<unsigned char*>(op_.args.recvbuf) +
-             (static_cast<size_t>(block) * op_.args.count + pc.first) * elem_;
-    };
-    auto in = [&](int rank, size_t offBytes) {
-      return static_cast<const unsigned char*>(L_->peerScratch[rank]) + offBytes;
-    };
     std::vector<void*> dst;
     std::vector<const void*> src;
     switch (op_.args.coll) {
       case Coll::AllReduce:
-        if (n_ > 1 && bytes >= twoShotBytes()) return twoShot(pc, out(0));
-        CHORUS_CHECK(reduceAll(out(0), 0, c, true));
-        break;
-      case Coll::Reduce:
-        if (me_ == root) CHORUS_CHECK(reduceAll(out(0), 0, c, true));
-        break;
-      case Coll::ReduceScatter: CHORUS_CHECK(reduceAll(out(0), me_ * bytes, c, true)); break;
+        if (n_ > 1 && bytes >= twoShotBytes()) {
+          // Rank r reduces segment r of every rank's input into its own scratch.
+          *twoShot = true;
+          const size_t f = segFirst(pc, me_), len = segFirst(pc, me_ + 1) - f;
+          return reduceAll(myOut() + f * elem_, f * elem_, len, true);
+        }
+        return reduceAll(out(pc, 0), 0, c, true);
+      case Coll::Reduce: return me_ == root ? reduceAll(out(pc, 0), 0, c, true) : chorusSuccess;
+      case Coll::ReduceScatter: return reduceAll(out(pc, 0), me_ * bytes, c, true);
       case Coll::AllGather:
       case Coll::Gather:
         if (op_.args.coll == Coll::Gather && me_ != root) break;
         for (int j = 0; j < n_; ++j) {
-          dst.push_back(out(j));
+          dst.push_back(out(pc, j));
           src.push_back(in(j, 0));
         }
         break;
       case Coll::Broadcast:
-        dst.push_back(out(0));
+        dst.push_back(out(pc, 0));
         src.push_back(in(root, 0));
         break;
       case Coll::Scatter:
-        dst.push_back(out(0));
+        dst.push_back(out(pc, 0));
         src.push_back(in(root, me_ * bytes));
         break;
       case Coll::AllToAll:
         for (int j = 0; j < n_; ++j) {
-          dst.push_back(out(j));
+          dst.push_back(out(pc, j));
           src.push_back(in(j, me_ * bytes));
         }
         break;
       default: break;  // barrier: the meetings are the whole call
     }
-    if (!dst.empty()) CHORUS_CHECK(copyTable(dst, src, bytes));
-    CHORUS_CHECK(syncWork());
-    return meet(comm_, runHost_);  // nobody reads my scratch any more: the next piece may
+    return dst.empty() ? chorusSuccess : copyTable(dst, src, bytes);
   }
 
- private:
+  // The two-shot's second half: every segment from its owner's scratch into my output.
+  chorusResult_t gatherSegments(const Piece& pc) {
+    const size_t outOff = alignUp(L_->pieceBytes) * n_;
+    for (int j = 0; j < n_; ++j) {
+      const size_t fj = segFirst(pc, j), lj = segFirst(pc, j + 1) - fj;
+      const std::vector<void*> d{out(pc, 0) + fj * elem_};
+      const std::vector<const void*> s{in(j, outOff + fj * elem_)};
+      CHORUS_CHECK(copyTable(d, s, lj * elem_));
+    }
+    return chorusSuccess;
+  }
+
   size_t twoShotBytes() const {
     const int64_t v = paramInt(Param::CudaTwoShotBytes);
     return v <= 0 ? SIZE_MAX : static_cast<size_t>(v);
@@ -286,28 +324,6 @@ class PieceRunner {
         CHORUS_FAIL(chorusSystemError, "device path: %s", err.c_str());
     }
     return chorusSuccess;
-  }
-
-  // Large all-reduce pieces: rank r reduces segment r of every rank's input into its own
-  // scratch (reduce-scatter by loading), the ranks meet, then every rank copies every
-  // segment from its owner (all-gather by loading).
-  chorusResult_t twoShot(const Piece& pc, unsigned char* out) {
-    const size_t c = pc.count;
-    auto segFirst = [&](int r) { return c * static_cast<size_t>(r) / n_; };
-    const size_t f = segFirst(me_), len = segFirst(me_ + 1) - f;
-    CHORUS_CHECK(reduceAll(myOut() + f * elem_, f * elem_, len, true));
-    CHORUS_CHECK(syncWork());
-    CHORUS_CHECK(meet(comm_, runHost_));
-    const size_t outOff = alignUp(L_->pieceBytes) * n_;
-    for (int j = 0; j < n_; ++j) {
-      const size_t fj = segFirst(j), lj = segFirst(j + 1) - fj;
-      const std::vector<void*> d{out + fj * elem_};
-      const std::vector<const void*> s{static_cast<const unsigned char*>(L_->peerScratch[j]) +
-                                       outOff + fj * elem_};
-      CHORUS_CHECK(copyTable(d, s, lj * elem_));
-    }
-    CHORUS_CHECK(syncWork());
-    return meet(comm_, runHost_);
   }
 
   StreamBinding* b_;

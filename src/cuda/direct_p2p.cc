@@ -38,12 +38,21 @@ chorusResult_t swap(chorusComm* comm, int peer, const void* mine, void* theirs, 
   return runHost(ops);
 }
 
-chorusResult_t signal(chorusComm* comm, int peer, bool send,
+// Tells the peer how this side's part of a piece went (send), or learns how the peer's
+// went (receive): a side that failed still says so, so the other stops at once with
+// chorusRemoteError instead of waiting until the timeout.
+chorusResult_t signal(chorusComm* comm, int peer, bool send, chorusResult_t local,
                       const DeviceExecutor::RunHostOps& runHost) {
-  uint64_t token = 1;
+  int64_t token = local;
   std::vector<Op> ops{send ? hostOp(comm, Coll::Send, &token, nullptr, sizeof token, peer)
                            : hostOp(comm, Coll::Recv, nullptr, &token, sizeof token, peer)};
-  return runHost(ops);
+  const chorusResult_t r = runHost(ops);
+  if (local != chorusSuccess) return local;
+  if (r != chorusSuccess) return r;
+  if (!send && token != chorusSuccess)
+    CHORUS_FAIL(chorusRemoteError, "device path: rank %d failed its side of this %s (%s)", peer,
+                "send/receive", chorusGetErrorString(static_cast<chorusResult_t>(token)));
+  return chorusSuccess;
 }
 
 }  // namespace
@@ -77,16 +86,18 @@ chorusResult_t runDirectP2p(StreamBinding* b, const Op& op, CommLink* L,
   std::string err;
   for (const Piece& pc : splitPieces(op.args.count, elem, L->pieceBytes)) {
     const size_t bytes = pc.count * elem;
+    chorusResult_t local = chorusSuccess;
     if (sender) {
       const auto* user = static_cast<const unsigned char*>(op.args.sendbuf) + pc.first * elem;
       if (bytes &&
           (!rt.memcpy2DAsync(L->scratch, bytes, user, bytes, bytes, 1, b->workStream, &err) ||
            !rt.streamSynchronize(b->workStream, &err)))
-        CHORUS_FAIL(chorusSystemError, "device path: send: copying into scratch: %s", err.c_str());
-      CHORUS_CHECK(signal(comm, peer, true, runHost));   // the piece is in my scratch
-      CHORUS_CHECK(signal(comm, peer, false, runHost));  // the receiver has it
+        local = fail(chorusSystemError, __FILE__, __LINE__,
+                     "device path: send: copying into scratch: %s", err.c_str());
+      CHORUS_CHECK(signal(comm, peer, true, local, runHost));  // the piece is in my scratch
+      CHORUS_CHECK(signal(comm, peer, false, chorusSuccess, runHost));  // the receiver has it
     } else {
-      CHORUS_CHECK(signal(comm, peer, false, runHost));
+      CHORUS_CHECK(signal(comm, peer, false, chorusSuccess, runHost));
       if (bytes) {
         kernels::CopyArgs a;
         a.n = 1;
@@ -94,9 +105,10 @@ chorusResult_t runDirectP2p(StreamBinding* b, const Op& op, CommLink* L,
         a.dst[0] = static_cast<unsigned char*>(op.args.recvbuf) + pc.first * elem;
         a.src[0] = L->peerScratch[peer];
         if (!rt.launchCopy(a, b->workStream, &err) || !rt.streamSynchronize(b->workStream, &err))
-          CHORUS_FAIL(chorusSystemError, "device path: receive: %s", err.c_str());
+          local =
+              fail(chorusSystemError, __FILE__, __LINE__, "device path: receive: %s", err.c_str());
       }
-      CHORUS_CHECK(signal(comm, peer, true, runHost));
+      CHORUS_CHECK(signal(comm, peer, true, local, runHost));
     }
   }
   return chorusSuccess;

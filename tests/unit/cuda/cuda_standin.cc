@@ -18,7 +18,8 @@ struct CudaStandin::Stream {
   std::condition_variable work, idle;
   std::deque<std::function<void()>> queue;
   bool busy = false, stop = false;
-  int extraDelayUs = 0;  // setPerStreamDelayUs
+  int extraDelayUs = 0;       // setPerStreamDelayUs
+  bool failLaunches = false;  // setFailLaunchesOnStream
   std::thread thread;
 };
 
@@ -85,6 +86,7 @@ void* CudaStandin::createStream() {
   auto* s = new Stream();
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    s->failLaunches = streamsCreated_ == failStream_.load();
     s->extraDelayUs = (streamsCreated_++ % 4) * perStreamDelayUs_.load();
   }
   s->thread = std::thread([this, s] {
@@ -375,6 +377,10 @@ bool CudaStandin::launchReduce(const chorus::kernels::ReduceArgs& a, void* strea
   const size_t bytes = a.count * chorus::kernels::typeBytes(a.spec.type);
   chorus::kernels::ReduceArgs h = a;
   unsigned char* p = nullptr;
+  if (s && s->failLaunches) {
+    if (err) *err = "stand-in reduce kernel: launch failure (injected)";
+    return false;
+  }
   bool ok = s != nullptr && a.nsrc >= 1 && a.nsrc <= chorus::kernels::kMaxSources;
   auto dev = [&](const void* ptr) {
     const auto x = reinterpret_cast<uintptr_t>(ptr), lo = reinterpret_cast<uintptr_t>(reserved_);
@@ -399,6 +405,10 @@ bool CudaStandin::launchCopy(const chorus::kernels::CopyArgs& a, void* stream,
                              std::string* err) const {
   Stream* s = findStream(stream);
   chorus::kernels::CopyArgs h = a;
+  if (s && s->failLaunches) {
+    if (err) *err = "stand-in copy kernel: launch failure (injected)";
+    return false;
+  }
   bool ok = s != nullptr && a.n >= 0 && a.n <= chorus::kernels::kMaxSources;
   auto dev = [&](const void* ptr) {
     const auto x = reinterpret_cast<uintptr_t>(ptr), lo = reinterpret_cast<uintptr_t>(reserved_);

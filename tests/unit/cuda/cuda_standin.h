@@ -53,6 +53,8 @@ class CudaStandin final : public chorus::cuda::Runtime {
   void setPerStreamDelayUs(int us) { perStreamDelayUs_ = us; }
   /// Behave like GPUs without peer access: canAccessPeer says no, even for one device.
   void setNoPeerAccess(bool v) { noPeerAccess_ = v; }
+  /// Kernel launches on the n-th stream created (from 0) fail, as a launch error would.
+  void setFailLaunchesOnStream(int n) { failStream_ = n; }
   /// Device-path kernels launched so far (reduce, copy).
   uint64_t reduceLaunches() const { return reduceLaunches_; }
   uint64_t copyLaunches() const { return copyLaunches_; }
@@ -119,6 +121,7 @@ class CudaStandin final : public chorus::cuda::Runtime {
   std::set<Stream*> streams_;
   std::atomic<int> delayUs_{0};
   std::atomic<int> perStreamDelayUs_{0};
+  std::atomic<int> failStream_{-1};
   std::atomic<bool> noPeerAccess_{false};
   int streamsCreated_ = 0;  // under mutex_
   mutable std::atomic<uint64_t> reduceLaunches_{0}, copyLaunches_{0}, hostCopies_{0};

@@ -7,6 +7,7 @@
 // (tests/unit/cuda/meson.build): multi-piece calls, one-shot and two-shot all-reduce.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -289,6 +290,38 @@ TEST(DirectPath, SendRecvOnTheDevicePath) {
   EXPECT_EQ(hostCopiesAfterDevice, 0u) << "device-path send/recv copied through the host";
   EXPECT_GT(rt.hostCopies(), 0u) << "the mixed pair must have staged";
   EXPECT_GT(rt.copyLaunches(), 0u);
+  for (auto c : comms) chorusCommDestroy(c);
+}
+
+// acceptance 4: a kernel that fails on one rank (launch error injected on one work stream)
+// ends the call on every rank at once: that rank reports the launch error, the other
+// chorusRemoteError, long before the 60 s timeout; the next call on the other streams works.
+TEST(DirectPath, AKernelFailingOnOneRankStopsEveryRank) {
+  standin::CudaStandin rt(size_t{16} << 20);
+  chorusComm_t comms[2];
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
+  void* cs[2] = {rt.createStream(), rt.createStream()};  // streams 0 and 1
+  rt.setFailLaunchesOnStream(2);  // the first work stream the agreement creates
+  chorusResult_t got[2];
+  const auto t0 = std::chrono::steady_clock::now();
+  auto rank = [&](int r) {
+    chorusStream_t s = nullptr;
+    ASSERT_EQ(cu::streamFromRuntime(rt, cs[r], &s), chorusSuccess);
+    cu::forcePathForTests(s, cu::PathMode::Device);
+    void* d = rt.deviceAlloc(4096);
+    EXPECT_EQ(chorusAllReduce(d, d, 1000, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
+    got[r] = chorusStreamSynchronize(s);
+    chorusStreamDestroy(s);
+  };
+  std::thread t(rank, 1);
+  rank(0);
+  t.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 20.0) << "a rank waited for the timeout";
+  EXPECT_TRUE((got[0] == chorusSystemError && got[1] == chorusRemoteError) ||
+              (got[1] == chorusSystemError && got[0] == chorusRemoteError))
+      << chorusGetErrorString(got[0]) << " / " << chorusGetErrorString(got[1]);
+  for (void* c : cs) rt.destroyStream(c);
   for (auto c : comms) chorusCommDestroy(c);
 }
 
