@@ -1,11 +1,14 @@
 // cuda_standin.cc — the TEST STAND-IN for the CUDA runtime (see cuda_standin.h).
 #include "tests/unit/cuda/cuda_standin.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -31,8 +34,14 @@ struct CudaStandin::Event {
 
 CudaStandin::CudaStandin(size_t deviceBytes) : size_(deviceBytes) {
   void* r = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // The backing is a memory file, so another process can map an allocation of it (the
+  // stand-in's CUDA IPC: ipcOpenHandle).
+  memfd_ = memfd_create("chorus-cuda-standin", MFD_CLOEXEC);
+  if (memfd_ < 0 || ftruncate(memfd_, static_cast<off_t>(size_)) != 0) {
+    std::fprintf(stderr, "stand-in: no memory file of %zu bytes\n", size_);
+    std::abort();
+  }
+  void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd_, 0);
   if (r == MAP_FAILED || b == MAP_FAILED) {
     std::fprintf(stderr, "stand-in: cannot reserve %zu bytes\n", size_);
     std::abort();
@@ -51,11 +60,13 @@ CudaStandin::~CudaStandin() {
   for (auto& p : pinned_) std::free(reinterpret_cast<void*>(p.first));
   munmap(reserved_, size_);
   munmap(backing_, size_);
+  close(memfd_);
 }
 
 void* CudaStandin::deviceAlloc(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const size_t at = (next_ + 255) & ~size_t{255};
+  // Page-aligned, so an allocation can be mapped into another process (IPC).
+  const size_t at = (next_ + 4095) & ~size_t{4095};
   if (at + bytes > size_) return nullptr;
   next_ = at + (bytes ? bytes : 1);
   allocs_[reinterpret_cast<uintptr_t>(reserved_ + at)] = bytes;
@@ -322,20 +333,32 @@ void CudaStandin::deviceFree(void* dev) const {
   const_cast<CudaStandin*>(this)->allocs_.erase(reinterpret_cast<uintptr_t>(dev));
 }
 
-// A handle names this stand-in (the "driver context") and the allocation's address.
+// A handle names the process and stand-in (the "driver context"), the memory file and the
+// allocation. Another process maps that part of the file into its own device range.
 struct StandinHandle {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
   const CudaStandin* owner;
-  uintptr_t addr;
+  uint64_t offset, bytes;
 };
+constexpr uint32_t kHandleMagic = 0x5354444eu;
 
 bool CudaStandin::ipcGetHandle(void* dev, chorus::cuda::IpcHandle* out, std::string* err) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!allocs_.count(reinterpret_cast<uintptr_t>(dev))) {
+  auto it = allocs_.find(reinterpret_cast<uintptr_t>(dev));
+  if (it == allocs_.end()) {
     if (err) *err = "stand-in cudaIpcGetMemHandle: invalid argument (not an allocation's start)";
     return false;
   }
   *out = chorus::cuda::IpcHandle{};
-  const StandinHandle h{this, reinterpret_cast<uintptr_t>(dev)};
+  const StandinHandle h{kHandleMagic,
+                        static_cast<int32_t>(getpid()),
+                        memfd_,
+                        this,
+                        static_cast<uint64_t>(it->first - reinterpret_cast<uintptr_t>(reserved_)),
+                        static_cast<uint64_t>(it->second)};
+  static_assert(sizeof h <= sizeof out->bytes, "handle size");
   std::memcpy(out->bytes, &h, sizeof h);
   return true;
 }
@@ -344,12 +367,28 @@ bool CudaStandin::ipcOpenHandle(const chorus::cuda::IpcHandle& in, void** dev,
                                 std::string* err) const {
   StandinHandle h;
   std::memcpy(&h, in.bytes, sizeof h);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (h.owner != this || !allocs_.count(h.addr)) {
+  if (h.magic != kHandleMagic || h.pid == getpid()) {
+    // cudaIpcOpenMemHandle refuses handles of its own process, and garbage.
     if (err) *err = "stand-in cudaIpcOpenMemHandle: invalid device context";
     return false;
   }
-  *dev = reinterpret_cast<void*>(h.addr);
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
+  const int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    if (err) *err = std::string("stand-in cudaIpcOpenMemHandle: ") + path + ": " + strerror(errno);
+    return false;
+  }
+  void* local = const_cast<CudaStandin*>(this)->deviceAlloc(h.bytes);
+  void* m = local ? mmap(backing_ + (static_cast<unsigned char*>(local) - reserved_), h.bytes,
+                         PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, h.offset)
+                  : MAP_FAILED;
+  close(fd);
+  if (m == MAP_FAILED) {
+    if (err) *err = "stand-in cudaIpcOpenMemHandle: out of device address space";
+    return false;
+  }
+  *dev = local;
   return true;
 }
 

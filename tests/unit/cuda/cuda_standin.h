@@ -113,6 +113,7 @@ class CudaStandin final : public chorus::cuda::Runtime {
 
   unsigned char* reserved_ = nullptr;  // PROT_NONE: the "device" addresses
   unsigned char* backing_ = nullptr;   // read/write: where device data really lives
+  int memfd_ = -1;                     // the backing's memory file (for IPC)
   size_t size_ = 0;
   mutable std::mutex mutex_;
   size_t next_ = 0;
