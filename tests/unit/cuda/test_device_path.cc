@@ -184,7 +184,7 @@ TEST(CudaDevicePath, ScheduleAndStagingReuse) {
 // The call returns before its data exists: a "user kernel" queued before it writes the
 // input late (the stream is slow), one queued after reads the output. Correct results
 // mean the host side waited for the input and the stream waited for the host side.
-TEST(CudaDevicePath, OrderedWithTheUsersStream) {
+void orderedWithTheUsersStream(cu::PathMode mode) {
   standin::CudaStandin rt(8 << 20);
   rt.setOpDelayUs(2000);
   chorusComm_t comms[2];
@@ -195,6 +195,7 @@ TEST(CudaDevicePath, OrderedWithTheUsersStream) {
     void* cs = rt.createStream();
     chorusStream_t s = nullptr;
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+    cu::forcePathForTests(s, mode);
     const size_t n = 3000;  // 12 KB: 12 pieces
     void* d = rt.deviceAlloc(n * 4);
     auto* view = static_cast<float*>(rt.hostView(d));
@@ -221,10 +222,16 @@ TEST(CudaDevicePath, OrderedWithTheUsersStream) {
   EXPECT_TRUE(errs.empty()) << joined(errs);
   for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
 }
+TEST(CudaDevicePath, OrderedWithTheUsersStreamStaging) {
+  orderedWithTheUsersStream(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, OrderedWithTheUsersStreamDevice) {
+  orderedWithTheUsersStream(cu::PathMode::Device);
+}
 
 // Host buffers on a CUDA stream (pageable in, pinned out, and in place), 2 ranks, ordered
 // with the stream: the worker copies them (cudart would not order host-to-host copies).
-TEST(CudaDevicePath, HostBuffersOnACudaStream) {
+void hostBuffersOnACudaStream(cu::PathMode mode) {
   standin::CudaStandin rt(8 << 20);
   rt.setOpDelayUs(500);
   chorusComm_t comms[2];
@@ -235,6 +242,7 @@ TEST(CudaDevicePath, HostBuffersOnACudaStream) {
     void* cs = rt.createStream();
     chorusStream_t s = nullptr;
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+    cu::forcePathForTests(s, mode);
     const size_t n = 2500;  // 10 KB of int32: 10 pieces
     std::vector<int32_t> in(n), inout(n);
     void* pinnedHost = nullptr;
@@ -270,16 +278,21 @@ TEST(CudaDevicePath, HostBuffersOnACudaStream) {
   EXPECT_TRUE(errs.empty()) << joined(errs);
   for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
 }
+TEST(CudaDevicePath, HostBuffersOnACudaStreamStaging) {
+  hostBuffersOnACudaStream(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, HostBuffersOnACudaStreamAuto) { hostBuffersOnACudaStream(cu::PathMode::Auto); }
 
 // A read-only host receive buffer on a CUDA stream: the worker finds out before writing,
 // the error comes back from chorusStreamSynchronize, nothing crashes, the stream goes on.
-TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
+void readOnlyHostReceiveBuffer(cu::PathMode mode) {
   standin::CudaStandin rt(1 << 20);
   chorusComm_t comm;
   ASSERT_EQ(chorusCommInitAll(&comm, 1, nullptr), chorusSuccess);
   void* cs = rt.createStream();
   chorusStream_t s = nullptr;
   ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+  cu::forcePathForTests(s, mode);
   const size_t len = 4 * size_t(sysconf(_SC_PAGESIZE));
   void* ro = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(ro, MAP_FAILED);
@@ -296,6 +309,12 @@ TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
   EXPECT_EQ(chorusStreamDestroy(s), chorusSuccess);
   rt.destroyStream(cs);
   EXPECT_EQ(chorusCommDestroy(comm), chorusSuccess);
+}
+TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrashStaging) {
+  readOnlyHostReceiveBuffer(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrashAuto) {
+  readOnlyHostReceiveBuffer(cu::PathMode::Auto);
 }
 
 // Every collective x type x op, 1..4 ranks on one stand-in GPU, with a slow stream, staged
