@@ -159,40 +159,36 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
                                 DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
 
-  // A send/receive alone whose stream already agreed on the device path with this
-  // communicator goes there (direct_p2p.cc); groups and the rest are staged below.
-  const bool p2p =
-      ops.size() == 1 && (ops[0].args.coll == Coll::Send || ops[0].args.coll == Coll::Recv);
-  if (p2p && ops[0].args.anyPeer == nullptr && ops[0].args.root >= 0) {
-    CommLink* L = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(b->linkMutex);
-      auto it = b->links.find(ops[0].comm);
-      if (it != b->links.end() &&
-          std::memcmp(&it->second->id, &ops[0].comm->id, sizeof ops[0].comm->id) == 0)
-        L = it->second.get();
-    }
-    if (L && L->verdict == Verdict::Device)
-      return enqueueDirect(b, s, ops[0], L, std::move(runHost));
-  }
-  // One collective alone on a communicator whose ranks can all take the device path goes
-  // there (direct.cc).
-  if (ops.size() == 1 && !p2p) {
+  // One collective alone goes to the device path's job (direct.cc): the first one on this
+  // (stream, communicator) agrees on the path there, without blocking; later ones wait for
+  // that agreement (every rank's first call is queued by then) and go where it says. A
+  // send/receive alone goes there only when its stream already agreed on the device path
+  // (it cannot start the communicator-wide agreement). Groups are staged below.
+  if (ops.size() == 1) {
+    const Op& op = ops[0];
+    const bool p2p = op.args.coll == Coll::Send || op.args.coll == Coll::Recv;
     chorusResult_t r = chorusSuccess;
-    CommLink* L = linkFor(b, s, ops[0].comm, runHost, &r);
-    if (!L) {
-      ops[0].comm->flight->finish(ops[0].args.frId, r);
+    bool isNew = false;
+    CommLink* L = linkFor(b, op.comm, !p2p, &isNew, &r);
+    if (!L && !p2p) {
+      op.comm->flight->finish(op.args.frId, r);
       return r;
     }
-    switch (L->verdict) {
-      case Verdict::Device: return enqueueDirect(b, s, ops[0], L, std::move(runHost));
-      case Verdict::Staging: break;
-      case Verdict::Mismatch:
-      case Verdict::NoDevice:
-        ops[0].comm->flight->finish(ops[0].args.frId, chorusInvalidUsage);
-        CHORUS_FAIL(
-            chorusInvalidUsage, "device buffers: CHORUS_CUDA_PATH: %s%s",
-            L->verdict == Verdict::Mismatch ? "" : "the device path cannot run: ", L->why.c_str());
+    if (isNew) return enqueueDirect(b, s, op, L, true, std::move(runHost));
+    if (L && (r = waitAgreed(L)) == chorusSuccess) {
+      switch (L->verdict) {
+        case Verdict::Device:
+          if (!p2p || (op.args.anyPeer == nullptr && op.args.root >= 0))
+            return enqueueDirect(b, s, op, L, false, std::move(runHost));
+          break;
+        case Verdict::Staging: break;
+        case Verdict::Mismatch:
+        case Verdict::NoDevice: r = chorusInvalidUsage; break;
+      }
+    }
+    if (r != chorusSuccess) {
+      op.comm->flight->finish(op.args.frId, r);
+      CHORUS_FAIL(r, "device buffers: CHORUS_CUDA_PATH: %s", L->why.c_str());
     }
   }
 

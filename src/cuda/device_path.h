@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -43,6 +44,11 @@ struct CommLink {
   /// The communicator it was agreed with (a later one may reuse the address).
   chorusUniqueId id{};
   int rank = -1, nranks = 0;
+  // Set once by the first call's job (on the stream's worker); later calls wait for it.
+  std::mutex agreeMutex;
+  std::condition_variable agreeCv;
+  bool agreed = false;
+  chorusResult_t agreeResult = chorusSuccess;
   Verdict verdict = Verdict::Staging;
   std::string why;                 // why not the device path
   void* scratch = nullptr;         // this rank's device scratch (freed with the binding)
@@ -104,16 +110,17 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
 /// Piece size per block (CHORUS_CUDA_PIECE_BYTES).
 size_t pieceBytes();
 
-/// The device path (direct.cc). linkFor: the (stream, communicator)'s CommLink, agreed with
-/// the peers on the stream's worker at the first call (the caller waits for it); null
-/// with *r set when that exchange failed.
-CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
-                  const DeviceExecutor::RunHostOps& runHost, chorusResult_t* r);
+/// The device path (direct.cc). linkFor: the (stream, communicator)'s CommLink; a new one
+/// (*isNew, only with `create`) is agreed on by the first call's job (enqueueDirect with
+/// agreeFirst), so the first call does not block; waitAgreed: until that agreement ended,
+/// its result. Null with *r set for a bad CHORUS_CUDA_PATH.
+CommLink* linkFor(StreamBinding* b, chorusComm* comm, bool create, bool* isNew, chorusResult_t* r);
+chorusResult_t waitAgreed(CommLink* L);
 /// Queues one call for the device path: the user's stream waits while the stream's worker
-/// agrees with the peers, runs the kernels (or stages a call some rank cannot run on the
-/// device) and releases it.
+/// (agrees on the path first when agreeFirst,) agrees with the peers on the call, runs the
+/// kernels (or stages a call some rank cannot run on the device) and releases it.
 chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, CommLink* link,
-                             DeviceExecutor::RunHostOps runHost);
+                             bool agreeFirst, DeviceExecutor::RunHostOps runHost);
 /// Tests: makes a stream made by streamFromRuntime take `m` instead of CHORUS_CUDA_PATH
 /// (before its first call on a communicator). False for any other stream.
 bool forcePathForTests(chorusStream* s, PathMode m);

@@ -408,9 +408,9 @@ chorusResult_t stageOnWorker(StreamBinding* b, const Op& op,
   return r;
 }
 
-CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
-                  const DeviceExecutor::RunHostOps& runHost, chorusResult_t* r) {
+CommLink* linkFor(StreamBinding* b, chorusComm* comm, bool create, bool* isNew, chorusResult_t* r) {
   std::lock_guard<std::mutex> lock(b->linkMutex);
+  *isNew = false;
   auto it = b->links.find(comm);
   if (it != b->links.end()) {
     const CommLink& k = *it->second;
@@ -420,6 +420,7 @@ CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
     b->retired.push_back(std::move(it->second));  // freed with the binding
     b->links.erase(it);
   }
+  if (!create) return nullptr;
   PathMode m;
   std::string err;
   if (b->forcedMode < 0 && !parsePathMode(paramString(Param::CudaPath), &m, &err)) {
@@ -431,42 +432,19 @@ CommLink* linkFor(StreamBinding* b, chorusStream* s, chorusComm* comm,
   L->id = comm->id;
   L->rank = comm->rank;
   L->nranks = comm->nranks;
-  std::mutex m2;
-  std::condition_variable cv;
-  bool done = false;
-  chorusResult_t got = chorusSuccess;
-  comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
-  chorusResult_t pushed = streamPush(s, [&, b, comm, L]() -> chorusResult_t {
-    chorusResult_t e = exchange(b, comm, L, runHost);
-    comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
-    std::lock_guard<std::mutex> lk(m2);
-    got = e;
-    done = true;
-    cv.notify_all();
-    return e;
-  });
-  if (pushed != chorusSuccess) {
-    comm->activeCalls.fetch_sub(1, std::memory_order_acq_rel);
-    *r = pushed;
-    return nullptr;
-  }
-  {
-    std::unique_lock<std::mutex> lk(m2);
-    cv.wait(lk, [&] { return done; });
-  }
-  // Kept even when the exchange failed: its scratch is freed with the binding.
   b->links[comm] = std::move(link);
-  if (got != chorusSuccess) {
-    *r = got;
-    L->verdict = Verdict::NoDevice;
-    L->why = "the device-path exchange failed";
-    return nullptr;
-  }
+  *isNew = true;
   return L;
 }
 
+chorusResult_t waitAgreed(CommLink* L) {
+  std::unique_lock<std::mutex> lock(L->agreeMutex);
+  L->agreeCv.wait(lock, [L] { return L->agreed; });
+  return L->agreeResult;
+}
+
 chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, CommLink* L,
-                             DeviceExecutor::RunHostOps runHost) {
+                             bool agreeFirst, DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
   const CallLayout l = callLayout(op.args.coll, op.comm->nranks, op.comm->rank, op.args.root);
   CallHeader h{};
@@ -509,24 +487,50 @@ chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, Co
     setupError = err;
   op.comm->activeCalls.fetch_add(1, std::memory_order_acq_rel);
 
-  auto job = [b, op, L, h, inEv, doneEv, ticket, setupError, runHost]() -> chorusResult_t {
+  auto job = [b, op, L, h, inEv, doneEv, ticket, setupError, runHost,
+              agreeFirst]() -> chorusResult_t {
     const Runtime& rt = *b->rt;
     DeviceGuard guard(rt, b->device);
     chorusComm* comm = op.comm;
     std::string err;
     chorusResult_t r = chorusSuccess;
-    if (!setupError.empty())
+    if (agreeFirst) {  // this (stream, communicator)'s first call: agree on the path first
+      const chorusResult_t e = exchange(b, comm, L, runHost);
+      std::lock_guard<std::mutex> lk(L->agreeMutex);
+      if (e != chorusSuccess) {
+        L->verdict = Verdict::NoDevice;
+        L->why = std::string("the device-path agreement failed: ") + chorusGetErrorString(e);
+      }
+      L->agreeResult = e;
+      L->agreed = true;
+      L->agreeCv.notify_all();
+      r = e;
+    }
+    if (r == chorusSuccess && L->verdict != Verdict::Device) {
+      // Only a first call gets here: later calls take the pipelined staging (or fail) at once.
+      if (L->verdict != Verdict::Staging)
+        r = fail(chorusInvalidUsage, __FILE__, __LINE__, "device buffers: CHORUS_CUDA_PATH: %s",
+                 L->why.c_str());
+      else if (!setupError.empty() || !rt.eventSynchronize(inEv, &err))
+        r = fail(chorusSystemError, __FILE__, __LINE__, "device buffers: the input: %s",
+                 setupError.empty() ? err.c_str() : setupError.c_str());
+      else
+        r = stageOnWorker(b, op, runHost);
+    }
+    const bool deviceCall = r == chorusSuccess && L->verdict == Verdict::Device;
+    if (!setupError.empty() && r == chorusSuccess)
       r = fail(chorusSystemError, __FILE__, __LINE__, "device path: enqueueing: %s",
                setupError.c_str());
-    if (r == chorusSuccess && !rt.eventSynchronize(inEv, &err))
+    if (r == chorusSuccess && deviceCall && !rt.eventSynchronize(inEv, &err))
       r = fail(chorusSystemError, __FILE__, __LINE__, "device path: waiting for the input: %s",
                err.c_str());
     const bool p2p = op.args.coll == Coll::Send || op.args.coll == Coll::Recv;
-    if (r == chorusSuccess && p2p) r = runDirectP2p(b, op, L, runHost);
+    if (r == chorusSuccess && deviceCall && p2p) r = runDirectP2p(b, op, L, runHost);
     // Every rank says what it is about to run; all must agree, and all must hold device
     // buffers for the kernels to run, else every rank stages this call.
-    std::vector<CallHeader> all(p2p ? 0 : comm->nranks);
-    if (r == chorusSuccess && !p2p) r = hostAllGather(comm, &h, all.data(), sizeof h, runHost);
+    std::vector<CallHeader> all(p2p || !deviceCall ? 0 : comm->nranks);
+    if (r == chorusSuccess && !all.empty())
+      r = hostAllGather(comm, &h, all.data(), sizeof h, runHost);
     bool device = true;
     for (size_t j = 0; j < all.size() && r == chorusSuccess; ++j) {
       const CallHeader& p = all[j];
@@ -540,7 +544,7 @@ chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, Co
                  h.type, h.root);
       device = device && p.eligible;
     }
-    if (r == chorusSuccess && !p2p) {
+    if (r == chorusSuccess && deviceCall && !p2p) {
       if (device) {
         PieceRunner runner(b, op, L, runHost);
         for (const Piece& pc :

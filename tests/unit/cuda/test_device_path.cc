@@ -159,6 +159,11 @@ TEST(CudaDevicePath, ScheduleAndStagingReuse) {
   ASSERT_TRUE(cu::forcePathForTests(s, cu::PathMode::Staging));  // this schedule is staging's
   void* a = rt.deviceAlloc(8000);
   void* b = rt.deviceAlloc(8000);
+  // The first call of a stream and communicator agrees on the path (CHORUS_CUDA_PATH) on
+  // the stream's worker and stages that one call there; the schedule below is every later
+  // call's.
+  ASSERT_EQ(chorusAllReduce(a, b, 1000, chorusFloat64, chorusSum, comm, s), chorusSuccess);
+  ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess);
   const uint64_t c0 = rt.copies(), w0 = rt.waits(), r0 = rt.records();
   ASSERT_EQ(chorusAllReduce(a, b, 1000, chorusFloat64, chorusSum, comm, s), chorusSuccess);
   EXPECT_EQ(rt.copies() - c0, 16u);

@@ -79,7 +79,7 @@ TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
   rt.setNoPeerAccess(true);
   chorusComm_t comms[2];
   ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
-  chorusResult_t got[2];
+  chorusResult_t got[2], first[2];
   std::string msg[2];
   auto rank = [&](int r) {
     void* cs = rt.createStream();
@@ -87,6 +87,10 @@ TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
     cu::forcePathForTests(s, cu::PathMode::Device);
     void* d = rt.deviceAlloc(64);
+    // The first call agrees on the path on the stream's worker (it returns at once): its
+    // error comes with the synchronize; later calls know it at once.
+    EXPECT_EQ(chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
+    first[r] = chorusStreamSynchronize(s);
     got[r] = chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s);
     msg[r] = chorusGetLastError(comms[r]);
     chorusStreamSynchronize(s);
@@ -97,6 +101,7 @@ TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
   rank(0);
   t.join();
   for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(first[r], chorusInvalidUsage) << r;
     EXPECT_EQ(got[r], chorusInvalidUsage) << r;
     EXPECT_NE(msg[r].find("cannot reach"), std::string::npos) << msg[r];
   }
@@ -108,7 +113,7 @@ TEST(DirectPath, MismatchedPathsAreAnErrorOnEveryRank) {
   standin::CudaStandin rt(size_t{16} << 20);
   chorusComm_t comms[2];
   ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
-  chorusResult_t got[2];
+  chorusResult_t got[2], first[2];
   std::string msg[2];
   auto rank = [&](int r) {
     void* cs = rt.createStream();
@@ -116,6 +121,10 @@ TEST(DirectPath, MismatchedPathsAreAnErrorOnEveryRank) {
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
     cu::forcePathForTests(s, r == 0 ? cu::PathMode::Staging : cu::PathMode::Device);
     void* d = rt.deviceAlloc(64);
+    // The first call agrees on the path on the stream's worker (it returns at once): its
+    // error comes with the synchronize; later calls know it at once.
+    EXPECT_EQ(chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
+    first[r] = chorusStreamSynchronize(s);
     got[r] = chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s);
     msg[r] = chorusGetLastError(comms[r]);
     chorusStreamSynchronize(s);
@@ -126,6 +135,7 @@ TEST(DirectPath, MismatchedPathsAreAnErrorOnEveryRank) {
   rank(0);
   t.join();
   for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(first[r], chorusInvalidUsage) << r;
     EXPECT_EQ(got[r], chorusInvalidUsage) << r;
     EXPECT_NE(msg[r].find("disagree"), std::string::npos) << msg[r];
   }
@@ -322,6 +332,38 @@ TEST(DirectPath, AKernelFailingOnOneRankStopsEveryRank) {
               (got[1] == chorusSystemError && got[0] == chorusRemoteError))
       << chorusGetErrorString(got[0]) << " / " << chorusGetErrorString(got[1]);
   for (void* c : cs) rt.destroyStream(c);
+  for (auto c : comms) chorusCommDestroy(c);
+}
+
+// One thread drives both ranks without a group (every call returns at once): the first
+// call of each rank agrees on the path on its stream's worker, so nothing blocks the thread
+// before the other rank's first call is queued; the second call waits for the agreement.
+TEST(DirectPath, OneThreadDrivesEveryRank) {
+  standin::CudaStandin rt(size_t{16} << 20);
+  chorusComm_t comms[2];
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
+  void* cs[2];
+  chorusStream_t s[2];
+  float* view[2];
+  void* d[2];
+  for (int r = 0; r < 2; ++r) {
+    cs[r] = rt.createStream();
+    ASSERT_EQ(cu::streamFromRuntime(rt, cs[r], &s[r]), chorusSuccess);
+    d[r] = rt.deviceAlloc(400 * 4);
+    view[r] = static_cast<float*>(rt.hostView(d[r]));
+    for (int i = 0; i < 400; ++i) view[r][i] = float(r + 1);
+  }
+  for (int call = 0; call < 2; ++call)
+    for (int r = 0; r < 2; ++r)
+      ASSERT_EQ(chorusAllReduce(d[r], d[r], 400, chorusFloat32, chorusSum, comms[r], s[r]),
+                chorusSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(chorusStreamSynchronize(s[r]), chorusSuccess) << chorusGetLastError(comms[r]);
+    for (int i = 0; i < 400; ++i) ASSERT_EQ(view[r][i], 6.0f) << r << " " << i;  // (1+2)*2
+    chorusStreamDestroy(s[r]);
+    rt.destroyStream(cs[r]);
+  }
+  EXPECT_GT(rt.reduceLaunches(), 0u);
   for (auto c : comms) chorusCommDestroy(c);
 }
 
