@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -205,7 +206,8 @@ void orderedWithTheUsersStream(cu::PathMode mode) {
     void* d = rt.deviceAlloc(n * 4);
     auto* view = static_cast<float*>(rt.hostView(d));
     std::vector<float> out(n, -1.0f);
-    rt.enqueue(cs, [=] {
+    rt.enqueue(cs, [=] {  // a long "user kernel": its output is the call's input
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
       for (size_t i = 0; i < n; ++i) view[i] = float(r + 1) * float(i % 7);
     });
     ASSERT_EQ(chorusAllReduce(d, d, n, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
