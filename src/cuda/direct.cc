@@ -110,7 +110,10 @@ chorusResult_t exchange(StreamBinding* b, chorusComm* comm, CommLink* L,
     }
   const size_t piece = pieceBytes() ? pieceBytes() : size_t{4} << 20;
   L->pieceBytes = piece;
-  if (mine.oneHost && guard.ok() && (b->workStream || rt.streamCreate(&b->workStream, &err)) &&
+  // The work stream also carries a staged first call's copies (stageOnWorker), whatever
+  // the verdict: ranks on several hosts need it too.
+  const bool stream = guard.ok() && (b->workStream || rt.streamCreate(&b->workStream, &err));
+  if (mine.oneHost && stream &&
       rt.deviceMalloc(alignUp(piece) * (comm->nranks + 1), &L->scratch, &err) &&
       rt.ipcGetHandle(L->scratch, &mine.handle, &err)) {
     mine.scratchOk = 1;
