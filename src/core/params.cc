@@ -94,6 +94,13 @@ const ParamInfo kParams[] = {
     {"CHORUS_CUDA_PIECE_BYTES", "4M",
      "Device buffers are staged and reduced in pieces of this many bytes per block (0: whole "
      "call); same on every rank."},
+    {"CHORUS_CUDA_PATH", "auto",
+     "Device buffers of ranks on one host: auto (GPU kernels on peers' device memory where "
+     "every rank can, else host staging), staging, device (refuse calls that cannot); same "
+     "on every rank."},
+    {"CHORUS_CUDA_TWO_SHOT_BYTES", "256K",
+     "Device path all-reduce: pieces of at least this many bytes reduce-scatter then "
+     "all-gather (two-shot) instead of every rank reducing everything (one-shot)."},
     {"CHORUS_IB_DISABLE", "0",
      "1: never use RDMA (InfiniBand/RoCE); peers on other hosts use tcp."},
     {"CHORUS_IB_HCA", "",

@@ -46,6 +46,8 @@ enum class Param : int {
   TuningFile,          // CHORUS_TUNING_FILE
   CudaDisable,         // CHORUS_CUDA_DISABLE
   CudaPieceBytes,      // CHORUS_CUDA_PIECE_BYTES
+  CudaPath,            // CHORUS_CUDA_PATH
+  CudaTwoShotBytes,    // CHORUS_CUDA_TWO_SHOT_BYTES
   IbDisable,           // CHORUS_IB_DISABLE
   IbHca,               // CHORUS_IB_HCA
   IbGidIndex,          // CHORUS_IB_GID_INDEX

@@ -59,12 +59,21 @@ chorusResult_t streamFromRuntime(const Runtime& rt, void* cudaStream, chorusStre
   return chorusSuccess;
 }
 
+bool forcePathForTests(chorusStream* s, PathMode m) {
+  auto* b = s ? dynamic_cast<StreamBinding*>(s->device.get()) : nullptr;
+  if (!b) return false;
+  b->forcedMode = static_cast<int>(m);
+  return true;
+}
+
 StreamBinding::~StreamBinding() {
   if (!ready) return;
   std::string why;
   // Nothing may still read the staging or the flag: the worker is gone, and the CUDA
   // stream's copies and waits must have finished too.
   (void)rt->streamSynchronize(cudaStream, &why);
+  if (workStream) (void)rt->streamSynchronize(workStream, &why);
+  releaseLinks(this);
   for (void* ev : allEvents) rt->eventDestroy(ev);
   for (PinnedBlock& p : staging) rt->hostFree(p.host);
   rt->hostFree(flagBlock.host);

@@ -159,6 +159,39 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
                                 DeviceExecutor::RunHostOps runHost) {
   const Runtime& rt = *b->rt;
 
+  // One collective alone goes to the device path's job (direct.cc): the first one on this
+  // (stream, communicator) agrees on the path there, without blocking; later ones wait for
+  // that agreement (every rank's first call is queued by then) and go where it says. A
+  // send/receive alone goes there only when its stream already agreed on the device path
+  // (it cannot start the communicator-wide agreement). Groups are staged below.
+  if (ops.size() == 1) {
+    const Op& op = ops[0];
+    const bool p2p = op.args.coll == Coll::Send || op.args.coll == Coll::Recv;
+    chorusResult_t r = chorusSuccess;
+    bool isNew = false;
+    CommLink* L = linkFor(b, op.comm, !p2p, &isNew, &r);
+    if (!L && !p2p) {
+      op.comm->flight->finish(op.args.frId, r);
+      return r;
+    }
+    if (isNew) return enqueueDirect(b, s, op, L, true, std::move(runHost));
+    if (L && (r = waitAgreed(L)) == chorusSuccess) {
+      switch (L->verdict) {
+        case Verdict::Device:
+          if (!p2p || (op.args.anyPeer == nullptr && op.args.root >= 0))
+            return enqueueDirect(b, s, op, L, false, std::move(runHost));
+          break;
+        case Verdict::Staging: break;
+        case Verdict::Mismatch:
+        case Verdict::NoDevice: r = chorusInvalidUsage; break;
+      }
+    }
+    if (r != chorusSuccess) {
+      op.comm->flight->finish(op.args.frId, r);
+      CHORUS_FAIL(r, "device buffers: CHORUS_CUDA_PATH: %s", L->why.c_str());
+    }
+  }
+
   // Plan: one op alone is cut into pieces; the ops of a group go whole (one piece each),
   // so a group stays one batch on the host side.
   std::vector<OpStage> stages(ops.size());

@@ -9,14 +9,18 @@
 #pragma once
 
 #include <cstddef>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "chorus.h"
+#include "src/cuda/peers.h"
 #include "src/cuda/runtime.h"
 #include "src/enqueue/enqueue.h"
 #include "src/enqueue/stream.h"
@@ -32,6 +36,26 @@ struct PinnedBlock {
   void* dev = nullptr;
   size_t bytes = 0;
   bool inUse = false;
+};
+
+/// What one (wrapped stream, communicator) pair learned at its first call: the verdict of
+/// peers.h and, on the device path, the scratch areas of every rank (docs/CUDA.md).
+struct CommLink {
+  /// The communicator it was agreed with (a later one may reuse the address).
+  chorusUniqueId id{};
+  int rank = -1, nranks = 0;
+  // Set once by the first call's job (on the stream's worker); later calls wait for it.
+  std::mutex agreeMutex;
+  std::condition_variable agreeCv;
+  bool agreed = false;
+  chorusResult_t agreeResult = chorusSuccess;
+  Verdict verdict = Verdict::Staging;
+  std::string why;                 // why not the device path
+  void* scratch = nullptr;         // this rank's device scratch (freed with the binding)
+  size_t pieceBytes = 0;           // per block; scratch = (nranks + 1) * pieceBytes
+  std::vector<void*> peerScratch;  // by rank: raw (same process) or IPC-opened
+  std::vector<uint64_t> peerAddr;  // by rank: the address its owner reported (identity)
+  std::vector<void*> opened;       // IPC-opened, closed with the binding
 };
 
 /// The device side of a chorusStream made by chorusStreamFromCuda: its DeviceExecutor
@@ -59,6 +83,14 @@ struct StreamBinding final : DeviceExecutor {
   std::deque<PinnedBlock> staging;  // stable addresses (jobs hold them); freed at destroy
   std::vector<void*> freeEvents;
   std::vector<void*> allEvents;
+  // The device path (src/cuda/direct.cc): a stream of our own for its copies and kernels
+  // (the user's stream waits for the whole call), and what each communicator agreed on.
+  void* workStream = nullptr;  // created by the first exchange, on the worker
+  std::mutex linkMutex;        // one exchange at a time; guards `links`
+  std::map<const chorusComm*, std::unique_ptr<CommLink>> links;
+  std::vector<std::unique_ptr<CommLink>> retired;  // of destroyed communicators
+  /// Tests force a path without the process-wide CHORUS_CUDA_PATH (-1: the parameter).
+  int forcedMode = -1;
 };
 
 /// chorusStreamFromCuda through `rt` (defaultRuntime() for the public call; tests pass a
@@ -77,6 +109,23 @@ chorusResult_t enqueueDeviceOps(StreamBinding* b, chorusStream* s, const std::ve
 
 /// Piece size per block (CHORUS_CUDA_PIECE_BYTES).
 size_t pieceBytes();
+
+/// The device path (direct.cc). linkFor: the (stream, communicator)'s CommLink; a new one
+/// (*isNew, only with `create`) is agreed on by the first call's job (enqueueDirect with
+/// agreeFirst), so the first call does not block; waitAgreed: until that agreement ended,
+/// its result. Null with *r set for a bad CHORUS_CUDA_PATH.
+CommLink* linkFor(StreamBinding* b, chorusComm* comm, bool create, bool* isNew, chorusResult_t* r);
+chorusResult_t waitAgreed(CommLink* L);
+/// Queues one call for the device path: the user's stream waits while the stream's worker
+/// (agrees on the path first when agreeFirst,) agrees with the peers on the call, runs the
+/// kernels (or stages a call some rank cannot run on the device) and releases it.
+chorusResult_t enqueueDirect(StreamBinding* b, chorusStream* s, const Op& op, CommLink* link,
+                             bool agreeFirst, DeviceExecutor::RunHostOps runHost);
+/// Tests: makes a stream made by streamFromRuntime take `m` instead of CHORUS_CUDA_PATH
+/// (before its first call on a communicator). False for any other stream.
+bool forcePathForTests(chorusStream* s, PathMode m);
+/// Frees what the device path holds (binding teardown, after the streams drained).
+void releaseLinks(StreamBinding* b);
 
 }  // namespace cuda
 }  // namespace chorus

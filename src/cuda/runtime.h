@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/coll_body.h"
+
 namespace chorus {
 namespace cuda {
 
@@ -24,6 +26,11 @@ enum class MemKind {
   Host,        // ordinary host memory (pageable), or memory CUDA does not know
   PinnedHost,  // page-locked host memory (cudaHostAlloc / cudaHostRegister)
   Device,      // memory on a GPU (cudaMalloc, or managed memory)
+};
+
+/// cudaIpcMemHandle_t's bytes (64), opaque to everything but the runtime.
+struct IpcHandle {
+  unsigned char bytes[64] = {};
 };
 
 struct PtrInfo {
@@ -66,6 +73,26 @@ class Runtime {
   virtual bool waitFlag(const volatile uint64_t* flagDev, uint64_t target, void* stream,
                         std::string* err) const = 0;
   virtual bool streamSynchronize(void* stream, std::string* err) const = 0;
+
+  // --- the same-host device path (docs/CUDA.md) ---------------------------------------
+  /// cudaMalloc / cudaFree on the current device.
+  virtual bool deviceMalloc(size_t bytes, void** dev, std::string* err) const = 0;
+  virtual void deviceFree(void* dev) const = 0;
+  /// cudaIpcGetMemHandle of the allocation starting at `dev`; cudaIpcOpenMemHandle (lazy
+  /// peer access) of another process's handle; cudaIpcCloseMemHandle.
+  virtual bool ipcGetHandle(void* dev, IpcHandle* out, std::string* err) const = 0;
+  virtual bool ipcOpenHandle(const IpcHandle& h, void** dev, std::string* err) const = 0;
+  virtual void ipcCloseHandle(void* dev) const = 0;
+  /// cudaDeviceCanAccessPeer (a device can always reach itself).
+  virtual bool canAccessPeer(int device, int peerDevice, bool* can, std::string* err) const = 0;
+  /// How many GPUs this process sees (cudaGetDeviceCount).
+  virtual bool deviceCount(int* n, std::string* err) const = 0;
+  /// A non-blocking stream of the current device, and its destruction.
+  virtual bool streamCreate(void** stream, std::string* err) const = 0;
+  virtual void streamDestroy(void* stream) const = 0;
+  /// The device-path kernels (kernels/coll_body.h), enqueued on `stream`.
+  virtual bool launchReduce(const kernels::ReduceArgs& a, void* stream, std::string* err) const = 0;
+  virtual bool launchCopy(const kernels::CopyArgs& a, void* stream, std::string* err) const = 0;
 };
 
 /// The runtime of this build: cudart with -Dcuda=enabled, otherwise "none".

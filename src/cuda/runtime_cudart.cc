@@ -5,9 +5,11 @@
 // never poisons the next one on this thread.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 
 #include "src/core/params.h"
+#include "kernels/cuda/cuda_coll.h"
 #include "kernels/cuda/cuda_wait.h"
 #include "src/cuda/runtime.h"
 
@@ -128,6 +130,67 @@ class CudartRuntime final : public Runtime {
   bool streamSynchronize(void* stream, std::string* err) const override {
     return !failed(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
                    "cudaStreamSynchronize", err);
+  }
+  bool deviceMalloc(size_t bytes, void** dev, std::string* err) const override {
+    return !failed(cudaMalloc(dev, bytes ? bytes : 1), "cudaMalloc", err);
+  }
+  void deviceFree(void* dev) const override {
+    if (dev) (void)failed(cudaFree(dev), "cudaFree", nullptr);
+  }
+  bool ipcGetHandle(void* dev, IpcHandle* out, std::string* err) const override {
+    static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle::bytes), "IPC handle size");
+    cudaIpcMemHandle_t h{};
+    if (failed(cudaIpcGetMemHandle(&h, dev), "cudaIpcGetMemHandle", err)) return false;
+    std::memcpy(out->bytes, &h, sizeof h);
+    return true;
+  }
+  bool ipcOpenHandle(const IpcHandle& in, void** dev, std::string* err) const override {
+    cudaIpcMemHandle_t h{};
+    std::memcpy(&h, in.bytes, sizeof h);
+    return !failed(cudaIpcOpenMemHandle(dev, h, cudaIpcMemLazyEnablePeerAccess),
+                   "cudaIpcOpenMemHandle", err);
+  }
+  void ipcCloseHandle(void* dev) const override {
+    if (dev) (void)failed(cudaIpcCloseMemHandle(dev), "cudaIpcCloseMemHandle", nullptr);
+  }
+  bool canAccessPeer(int device, int peerDevice, bool* can, std::string* err) const override {
+    if (device == peerDevice) {
+      *can = true;
+      return true;
+    }
+    int v = 0;
+    if (failed(cudaDeviceCanAccessPeer(&v, device, peerDevice), "cudaDeviceCanAccessPeer", err))
+      return false;
+    *can = v != 0;
+    if (*can) {  // ranks of one process reach a peer GPU's memory only once this is on
+      cudaError_t e = cudaDeviceEnablePeerAccess(peerDevice, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else if (failed(e, "cudaDeviceEnablePeerAccess", err))
+        return false;
+    }
+    return true;
+  }
+  bool deviceCount(int* n, std::string* err) const override {
+    return !failed(cudaGetDeviceCount(n), "cudaGetDeviceCount", err);
+  }
+  bool streamCreate(void** stream, std::string* err) const override {
+    cudaStream_t s = nullptr;
+    if (failed(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", err))
+      return false;
+    *stream = s;
+    return true;
+  }
+  void streamDestroy(void* stream) const override {
+    if (stream) (void)failed(cudaStreamDestroy(static_cast<cudaStream_t>(stream)), "", nullptr);
+  }
+  bool launchReduce(const kernels::ReduceArgs& a, void* stream, std::string* err) const override {
+    return !failed(static_cast<cudaError_t>(kernels::cudaLaunchReduce(a, stream)),
+                   "reduce kernel launch", err);
+  }
+  bool launchCopy(const kernels::CopyArgs& a, void* stream, std::string* err) const override {
+    return !failed(static_cast<cudaError_t>(kernels::cudaLaunchCopy(a, stream)),
+                   "copy kernel launch", err);
   }
 };
 

@@ -41,6 +41,21 @@ class NoCudaRuntime final : public Runtime {
     return no(err);
   }
   bool streamSynchronize(void*, std::string* err) const override { return no(err); }
+  bool deviceMalloc(size_t, void**, std::string* err) const override { return no(err); }
+  void deviceFree(void*) const override {}
+  bool ipcGetHandle(void*, IpcHandle*, std::string* err) const override { return no(err); }
+  bool ipcOpenHandle(const IpcHandle&, void**, std::string* err) const override { return no(err); }
+  void ipcCloseHandle(void*) const override {}
+  bool canAccessPeer(int, int, bool*, std::string* err) const override { return no(err); }
+  bool deviceCount(int*, std::string* err) const override { return no(err); }
+  bool streamCreate(void**, std::string* err) const override { return no(err); }
+  void streamDestroy(void*) const override {}
+  bool launchReduce(const kernels::ReduceArgs&, void*, std::string* err) const override {
+    return no(err);
+  }
+  bool launchCopy(const kernels::CopyArgs&, void*, std::string* err) const override {
+    return no(err);
+  }
 };
 
 }  // namespace

@@ -33,6 +33,7 @@ struct Options {
   std::vector<int> nranks{1, 2, 3, 4};
   size_t count = 1000;  // elements per block
   bool allTypesAndOps = true;
+  bool sendRecv = true;  // the send/recv pair (a group) of every type
 };
 
 /// Runs the matrix; returns one line per wrong element or failed call (empty: all good).

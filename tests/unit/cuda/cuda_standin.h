@@ -47,8 +47,21 @@ class CudaStandin final : public chorus::cuda::Runtime {
   void setOpDelayUs(int us) { delayUs_ = us; }
   /// Behave like a process without a GPU (usable() false, classify() fails).
   void setNoGpu(bool v) { noGpu_ = v; }
+  /// Extra delay before every operation of the n-th stream created (n counted from 0):
+  /// (n % 4) * us microseconds, so ranks' streams run at different speeds and a missing
+  /// wait between ranks gives wrong data.
+  void setPerStreamDelayUs(int us) { perStreamDelayUs_ = us; }
+  /// Behave like GPUs without peer access: canAccessPeer says no, even for one device.
+  void setNoPeerAccess(bool v) { noPeerAccess_ = v; }
+  /// Kernel launches on the n-th stream created (from 0) fail, as a launch error would.
+  void setFailLaunchesOnStream(int n) { failStream_ = n; }
+  /// Device-path kernels launched so far (reduce, copy).
+  uint64_t reduceLaunches() const { return reduceLaunches_; }
+  uint64_t copyLaunches() const { return copyLaunches_; }
   /// Counters, for checking the schedule.
   uint64_t copies() const { return copies_; }
+  /// Copies with host memory on either side (staging); the device path makes none.
+  uint64_t hostCopies() const { return hostCopies_; }
   uint64_t waits() const { return waits_; }
   uint64_t records() const { return records_; }
   uint64_t hostAllocs() const { return hostAllocs_; }
@@ -72,6 +85,22 @@ class CudaStandin final : public chorus::cuda::Runtime {
   bool waitFlag(const volatile uint64_t* flagDev, uint64_t target, void* stream,
                 std::string* err) const override;
   bool streamSynchronize(void* stream, std::string* err) const override;
+  bool deviceMalloc(size_t bytes, void** dev, std::string* err) const override;
+  void deviceFree(void* dev) const override;
+  bool ipcGetHandle(void* dev, chorus::cuda::IpcHandle* out, std::string* err) const override;
+  bool ipcOpenHandle(const chorus::cuda::IpcHandle& h, void** dev, std::string* err) const override;
+  void ipcCloseHandle(void*) const override {}
+  bool canAccessPeer(int device, int peerDevice, bool* can, std::string* err) const override;
+  bool deviceCount(int* n, std::string*) const override {
+    *n = 1;
+    return true;
+  }
+  bool streamCreate(void** stream, std::string* err) const override;
+  void streamDestroy(void* stream) const override;
+  bool launchReduce(const chorus::kernels::ReduceArgs& a, void* stream,
+                    std::string* err) const override;
+  bool launchCopy(const chorus::kernels::CopyArgs& a, void* stream,
+                  std::string* err) const override;
 
  private:
   struct Stream;
@@ -84,6 +113,7 @@ class CudaStandin final : public chorus::cuda::Runtime {
 
   unsigned char* reserved_ = nullptr;  // PROT_NONE: the "device" addresses
   unsigned char* backing_ = nullptr;   // read/write: where device data really lives
+  int memfd_ = -1;                     // the backing's memory file (for IPC)
   size_t size_ = 0;
   mutable std::mutex mutex_;
   size_t next_ = 0;
@@ -91,6 +121,11 @@ class CudaStandin final : public chorus::cuda::Runtime {
   mutable std::map<uintptr_t, size_t> pinned_;  // hostAllocMapped blocks: start -> bytes
   std::set<Stream*> streams_;
   std::atomic<int> delayUs_{0};
+  std::atomic<int> perStreamDelayUs_{0};
+  std::atomic<int> failStream_{-1};
+  std::atomic<bool> noPeerAccess_{false};
+  int streamsCreated_ = 0;  // under mutex_
+  mutable std::atomic<uint64_t> reduceLaunches_{0}, copyLaunches_{0}, hostCopies_{0};
   std::atomic<bool> noGpu_{false};
   mutable std::atomic<uint64_t> copies_{0}, waits_{0}, records_{0}, hostAllocs_{0};
 };

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -20,42 +21,12 @@
 #include "src/cuda/device_path.h"
 #include "src/cuda/pieces.h"
 #include "tests/unit/cuda/cuda_standin.h"
+#include "tests/unit/cuda/standin_env.h"
 
 namespace cu = chorus::cuda;
 using chorus::Coll;
 
-namespace {
-
-class StandinEnv final : public collmatrix::DeviceEnv {
- public:
-  explicit StandinEnv(standin::CudaStandin& rt) : rt_(rt) {}
-  void* alloc(size_t bytes) override { return rt_.deviceAlloc(bytes); }
-  void free(void*) override {}  // the stand-in's arena is freed with it
-  void* newStream() override { return rt_.createStream(); }
-  void deleteStream(void* s) override { rt_.destroyStream(s); }
-  void upload(void* dev, const void* host, size_t bytes, void* stream) override {
-    unsigned char* d = static_cast<unsigned char*>(rt_.hostView(dev));
-    rt_.enqueue(stream, [=] { std::memcpy(d, host, bytes); });
-  }
-  void download(void* host, const void* dev, size_t bytes, void* stream) override {
-    const unsigned char* d = static_cast<const unsigned char*>(rt_.hostView(dev));
-    rt_.enqueue(stream, [=] { std::memcpy(host, d, bytes); });
-  }
-  chorusResult_t wrap(void* stream, chorusStream_t* out) override {
-    return cu::streamFromRuntime(rt_, stream, out);
-  }
-
- private:
-  standin::CudaStandin& rt_;
-};
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& l : v) s += l + "\n";
-  return s;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(CudaPieces, LayoutOfEveryCollective) {
   // (coll, rank, root) -> blocks of send and recv, n = 4
@@ -186,8 +157,14 @@ TEST(CudaDevicePath, ScheduleAndStagingReuse) {
   void* cs = rt.createStream();
   chorusStream_t s = nullptr;
   ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+  ASSERT_TRUE(cu::forcePathForTests(s, cu::PathMode::Staging));  // this schedule is staging's
   void* a = rt.deviceAlloc(8000);
   void* b = rt.deviceAlloc(8000);
+  // The first call of a stream and communicator agrees on the path (CHORUS_CUDA_PATH) on
+  // the stream's worker and stages that one call there; the schedule below is every later
+  // call's.
+  ASSERT_EQ(chorusAllReduce(a, b, 1000, chorusFloat64, chorusSum, comm, s), chorusSuccess);
+  ASSERT_EQ(chorusStreamSynchronize(s), chorusSuccess);
   const uint64_t c0 = rt.copies(), w0 = rt.waits(), r0 = rt.records();
   ASSERT_EQ(chorusAllReduce(a, b, 1000, chorusFloat64, chorusSum, comm, s), chorusSuccess);
   EXPECT_EQ(rt.copies() - c0, 16u);
@@ -213,7 +190,7 @@ TEST(CudaDevicePath, ScheduleAndStagingReuse) {
 // The call returns before its data exists: a "user kernel" queued before it writes the
 // input late (the stream is slow), one queued after reads the output. Correct results
 // mean the host side waited for the input and the stream waited for the host side.
-TEST(CudaDevicePath, OrderedWithTheUsersStream) {
+void orderedWithTheUsersStream(cu::PathMode mode) {
   standin::CudaStandin rt(8 << 20);
   rt.setOpDelayUs(2000);
   chorusComm_t comms[2];
@@ -224,11 +201,13 @@ TEST(CudaDevicePath, OrderedWithTheUsersStream) {
     void* cs = rt.createStream();
     chorusStream_t s = nullptr;
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+    cu::forcePathForTests(s, mode);
     const size_t n = 3000;  // 12 KB: 12 pieces
     void* d = rt.deviceAlloc(n * 4);
     auto* view = static_cast<float*>(rt.hostView(d));
     std::vector<float> out(n, -1.0f);
-    rt.enqueue(cs, [=] {
+    rt.enqueue(cs, [=] {  // a long "user kernel": its output is the call's input
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
       for (size_t i = 0; i < n; ++i) view[i] = float(r + 1) * float(i % 7);
     });
     ASSERT_EQ(chorusAllReduce(d, d, n, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
@@ -250,10 +229,16 @@ TEST(CudaDevicePath, OrderedWithTheUsersStream) {
   EXPECT_TRUE(errs.empty()) << joined(errs);
   for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
 }
+TEST(CudaDevicePath, OrderedWithTheUsersStreamStaging) {
+  orderedWithTheUsersStream(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, OrderedWithTheUsersStreamDevice) {
+  orderedWithTheUsersStream(cu::PathMode::Device);
+}
 
 // Host buffers on a CUDA stream (pageable in, pinned out, and in place), 2 ranks, ordered
 // with the stream: the worker copies them (cudart would not order host-to-host copies).
-TEST(CudaDevicePath, HostBuffersOnACudaStream) {
+void hostBuffersOnACudaStream(cu::PathMode mode) {
   standin::CudaStandin rt(8 << 20);
   rt.setOpDelayUs(500);
   chorusComm_t comms[2];
@@ -264,6 +249,7 @@ TEST(CudaDevicePath, HostBuffersOnACudaStream) {
     void* cs = rt.createStream();
     chorusStream_t s = nullptr;
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+    cu::forcePathForTests(s, mode);
     const size_t n = 2500;  // 10 KB of int32: 10 pieces
     std::vector<int32_t> in(n), inout(n);
     void* pinnedHost = nullptr;
@@ -299,16 +285,21 @@ TEST(CudaDevicePath, HostBuffersOnACudaStream) {
   EXPECT_TRUE(errs.empty()) << joined(errs);
   for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
 }
+TEST(CudaDevicePath, HostBuffersOnACudaStreamStaging) {
+  hostBuffersOnACudaStream(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, HostBuffersOnACudaStreamAuto) { hostBuffersOnACudaStream(cu::PathMode::Auto); }
 
 // A read-only host receive buffer on a CUDA stream: the worker finds out before writing,
 // the error comes back from chorusStreamSynchronize, nothing crashes, the stream goes on.
-TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
+void readOnlyHostReceiveBuffer(cu::PathMode mode) {
   standin::CudaStandin rt(1 << 20);
   chorusComm_t comm;
   ASSERT_EQ(chorusCommInitAll(&comm, 1, nullptr), chorusSuccess);
   void* cs = rt.createStream();
   chorusStream_t s = nullptr;
   ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
+  cu::forcePathForTests(s, mode);
   const size_t len = 4 * size_t(sysconf(_SC_PAGESIZE));
   void* ro = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(ro, MAP_FAILED);
@@ -326,12 +317,19 @@ TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrash) {
   rt.destroyStream(cs);
   EXPECT_EQ(chorusCommDestroy(comm), chorusSuccess);
 }
+TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrashStaging) {
+  readOnlyHostReceiveBuffer(cu::PathMode::Staging);
+}
+TEST(CudaDevicePath, ReadOnlyHostReceiveBufferIsAnErrorNotACrashAuto) {
+  readOnlyHostReceiveBuffer(cu::PathMode::Auto);
+}
 
-// Every collective x type x op, 1..4 ranks on one stand-in GPU, with a slow stream.
+// Every collective x type x op, 1..4 ranks on one stand-in GPU, with a slow stream, staged
+// through the host (CHORUS_CUDA_PATH=staging; test_direct_path.cc has the device path).
 TEST(CudaDevicePath, EveryCollectiveMatchesTheReference) {
   standin::CudaStandin rt(size_t{64} << 20);
   rt.setOpDelayUs(20);
-  StandinEnv env(rt);
+  StandinEnv env(rt, cu::PathMode::Staging);
   collmatrix::Options opt;
   opt.count = 1000;
   const auto errs = collmatrix::run(env, opt);
