@@ -24,7 +24,7 @@ caller's thread is not in it (neither does any for DDP's asynchronous all-reduce
 
 "max diff" is the largest relative difference between the two models' parameters after the
 run (the backends sum in different orders, so a few ulps; a broken reduction shows as
-O(1)); --check makes a difference above 1e-4 fail the run (python/tests/torch2/ddp_step.py).
+O(1)); --check makes a difference above 1e-4 fail the run (the test torch2_ddp_step_parity).
 
 Models: mlp 1024-2048-2048-2048-10, batch 8 (10.5 M parameters, 40 MiB of gradients against
 little compute: the communication is exposed); cnn (three 3x3 convolutions, 32x32 RGB,
