@@ -67,6 +67,7 @@ enum class Param : int {
   TcpPieceMin,         // CHORUS_TCP_PIECE_MIN
   TcpPairLane,         // CHORUS_TCP_PAIR_LANE
   TcpSendFromUser,     // CHORUS_TCP_SEND_FROM_USER
+  SpinStreamNs,        // CHORUS_SPIN_STREAM_NS
   Count
 };
 

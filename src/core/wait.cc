@@ -27,6 +27,9 @@ constexpr int64_t kBusyCheckNs = 2000000;    // how often /proc/loadavg is read 
 // kUnstackGapNs, so a kernel that keeps stacking the ranks is not fought in a loop.
 constexpr int64_t kUnstackGapNs = 100000000;  // 100 ms
 
+// Per thread, not per process: only the threads that set it (stream workers) spin less.
+thread_local int64_t threadSpinCapNs = -1;
+
 bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
   if (now - policy->lastUnstackNs.load(std::memory_order_relaxed) < kUnstackGapNs) return false;
   policy->lastUnstackNs.store(now, std::memory_order_relaxed);
@@ -113,6 +116,8 @@ void WaitPolicy::onWait(bool slept, bool forPeer, int64_t wakeLatencyNs, bool bu
   spinNs.store(step != 0 ? now + step : target, std::memory_order_relaxed);
 }
 
+void setThreadSpinCap(int64_t ns) { threadSpinCapNs = ns; }
+
 bool processGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
   char path[32];
@@ -130,8 +135,10 @@ bool processGone(int pid) {
 chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
                         int watchPid, const Doorbell* peerBell) {
   const int64_t start = nowNs();
-  const int64_t budget =
+  int64_t budget =
       w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy::kDefaultSpinNs;
+  if (threadSpinCapNs >= 0 && (!w.policy || w.policy->adaptive))
+    budget = std::min(budget, threadSpinCapNs);
   const int64_t spinUntil = start + budget;
   const int64_t deadline = w.deadlineNs > 0 ? w.deadlineNs : start - w.deadlineNs;
   int64_t nextPeerCheck = start + kPeerCheckNs;

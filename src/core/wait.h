@@ -160,6 +160,14 @@ inline void wakeAllWaiters(Doorbell* bell) {
 /// its parent — a launcher slow to wait(), or none at all, must not hide a dead peer).
 bool processGone(int pid);
 
+/// Caps how long waits on the calling thread spin (ns; < 0: no cap, the default). A host
+/// stream's worker sets it from CHORUS_SPIN_STREAM_NS (default -1, no cap: issue 39's A/B on
+/// a loaded machine could not tell the two apart, docs/PERF.md): nobody blocks on its waits
+/// directly, and where its process's compute threads want the cores (DDP's backward pass
+/// beside its bucket all-reduces) every µs it spins is taken from them. A CHORUS_SPIN_NS
+/// fixed by the user (WaitPolicy::adaptive false) is not capped.
+void setThreadSpinCap(int64_t ns);
+
 /// Slow part of waitUntil (out of line: keeps the fast path small).
 chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorbell* bell,
                         int watchPid, const Doorbell* peerBell);

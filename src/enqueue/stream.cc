@@ -4,11 +4,16 @@
 
 #include "src/core/checks.h"
 #include "src/core/live_handles.h"
+#include "src/core/params.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace {
 
 void workerLoop(chorusStream* s) {
+  // Whoever queued the work is not blocked on this thread's waits: spin little, so the
+  // caller's own compute (DDP's backward pass) keeps the cores (CHORUS_SPIN_STREAM_NS).
+  setThreadSpinCap(paramInt(Param::SpinStreamNs));
   std::unique_lock<std::mutex> lock(s->mutex);
   for (;;) {
     s->workCv.wait(lock, [s] { return s->stop || !s->queue.empty(); });

@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""Training-step time through torch.distributed: DDP and FSDP2, chorus vs gloo, same run.
+
+    PYTHONPATH=build/python/torch2 .venv-torch2/bin/python python/bench/ddp_step_bench.py \
+        [--np 2 4] [--threads 1 default] [--models mlp cnn transformer] [--modes ddp fsdp] \
+        [--rounds 5] [--steps 4]
+
+What an all-reduce microbenchmark does not show: in DDP the gradient all-reduces overlap
+the backward pass, so what counts is how much the communication delays the step, CPU time
+taken from the compute threads included. Starts the ranks itself (one process per rank on
+this host). Every process joins both backends (a gloo group and a chorus group) and builds
+the same model twice from the same seed, one wrapped over each group; the two train on the
+same batches. For each model the backends alternate in --rounds rounds (gloo first in even
+rounds, chorus first in odd ones) of --steps steps each after warm-up steps, so both see the
+same machine load; a round's time is its mean step on rank 0 (zero_grad, forward, backward
+with its overlapped all-reduces, optimizer step). The table shows each backend's median
+round and the median of the rounds' own gloo/chorus ratios (> 1: chorus faster).
+
+"CPU/step" is the CPU time per step of the backend's own threads, averaged over the ranks:
+the threads that appeared while that backend's group was made and first used (gloo: its
+worker threads; chorus: the host stream's worker, the completion thread and any transport
+progress thread), read from /proc/self/task/*/schedstat. Work a backend does on the
+caller's thread is not in it (neither does any for DDP's asynchronous all-reduces).
+
+"max diff" is the largest relative difference between the two models' parameters after the
+run (the backends sum in different orders, so a few ulps; a broken reduction shows as
+O(1)); --check makes a difference above 1e-4 fail the run (the test torch2_ddp_step_parity).
+
+Models: mlp 1024-2048-2048-2048-10, batch 8 (10.5 M parameters, 40 MiB of gradients against
+little compute: the communication is exposed); cnn (three 3x3 convolutions, 32x32 RGB,
+batch 32); transformer (4 encoder layers, d 512, 8 heads, sequence 64, batch 4, no dropout).
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+
+def thread_ids():
+    return set(int(t) for t in os.listdir("/proc/self/task"))
+
+
+def cpu_ns(tids):
+    """Nanoseconds on CPU, summed over the threads `tids` (gone ones count 0)."""
+    total = 0
+    for t in tids:
+        try:
+            with open(f"/proc/self/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def make_model(name, seed):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    if name == "mlp":
+        return nn.Sequential(nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                             nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    if name == "transformer":
+        layer = nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True)
+        return nn.Sequential(nn.TransformerEncoder(layer, 4, enable_nested_tensor=False),
+                             nn.Flatten(), nn.Linear(64 * 512, 10))
+    raise ValueError(name)
+
+
+def make_batches(name, rank, count):
+    import torch
+
+    g = torch.Generator().manual_seed(1000 + rank)
+    shape = {"mlp": (8, 1024), "cnn": (32, 3, 32, 32), "transformer": (4, 64, 512)}[name]
+    return [(torch.randn(shape, generator=g), torch.randn(shape[0], 10, generator=g))
+            for _ in range(count)]
+
+
+def wrap(model, mode, group):
+    from torch import nn
+
+    if mode == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        return DDP(model, process_group=group)
+    from torch.distributed.device_mesh import DeviceMesh
+
+    try:  # PyTorch >= 2.6
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        from torch.distributed._composable.fsdp import fully_shard
+    mesh = DeviceMesh.from_group(group, "cpu", mesh_dim_names=("dp",))
+    # One FSDP unit per layer (a transformer's per encoder layer), then the whole model.
+    layers = [m for m in model.modules() if isinstance(m, nn.TransformerEncoderLayer)]
+    if not layers:
+        layers = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    for m in layers:
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    # float32 gradients would be reduce-scattered with ReduceOp.AVG, which PyTorch 2.8's gloo
+    # sums instead (docs/TORCH.md): SUM and a division after, on both backends alike.
+    for m in model.modules():
+        if hasattr(m, "set_force_sum_reduction_for_comms"):
+            m.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def full_params(model, mode):
+    if mode == "ddp":
+        return [p.detach() for p in model.parameters()]
+    return [p.full_tensor().detach() for p in model.parameters()]
+
+
+def rank_main(rank, n, a):
+    import torch
+    import torch.distributed as dist
+
+    if a.threads != "default":
+        torch.set_num_threads(int(a.threads))
+    # Start torch's intra-op pool before the backends, so its threads are not counted as theirs.
+    torch.mm(torch.ones(256, 256), torch.ones(256, 256))
+    import chorus_torch  # noqa: F401
+
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0)
+    before = thread_ids()
+    dist.init_process_group("gloo", rank=rank, world_size=n, store=store)
+    dist.all_reduce(torch.ones(1 << 16))
+    gloo_tids = thread_ids() - before
+    before = thread_ids()
+    chorus = dist.new_group(backend="chorus")
+    dist.all_reduce(torch.ones(1 << 16), group=chorus)
+    w = dist.all_reduce(torch.ones(1 << 16), group=chorus, async_op=True)
+    w.get_future().wait()
+    chorus_tids = thread_ids() - before
+    groups = {"gloo": dist.group.WORLD, "chorus": chorus}
+    tids = {"gloo": gloo_tids, "chorus": chorus_tids}
+
+    rows = []
+    for mode in a.modes:
+        for name in a.models:
+            models, opts = {}, {}
+            for b, g in groups.items():
+                models[b] = wrap(make_model(name, 1), mode, g)
+                opts[b] = torch.optim.SGD(models[b].parameters(), lr=0.01, momentum=0.9)
+            batches = make_batches(name, rank, 8)
+            step_no = {b: 0 for b in groups}
+
+            def step(b):
+                x, y = batches[step_no[b] % len(batches)]
+                step_no[b] += 1
+                opts[b].zero_grad()
+                torch.nn.functional.mse_loss(models[b](x), y).backward()
+                opts[b].step()
+
+            for b in groups:
+                for _ in range(a.warmup):
+                    step(b)
+            times = {b: [] for b in groups}
+            cpu = {b: 0 for b in groups}
+            for r in range(a.rounds):
+                for b in (("gloo", "chorus") if r % 2 == 0 else ("chorus", "gloo")):
+                    dist.barrier(group=groups["gloo"])
+                    c0 = cpu_ns(tids[b])
+                    t0 = time.perf_counter()
+                    for _ in range(a.steps):
+                        step(b)
+                    times[b].append((time.perf_counter() - t0) / a.steps)
+                    cpu[b] += cpu_ns(tids[b]) - c0
+            diff = 0.0
+            for pg, pc in zip(full_params(models["gloo"], mode), full_params(models["chorus"], mode)):
+                diff = max(diff, ((pg - pc).abs().max() / pg.abs().max().clamp_min(1e-30)).item())
+            per_step = torch.tensor([cpu[b] / (a.rounds * a.steps) for b in groups], dtype=torch.float64)
+            dist.all_reduce(per_step, group=groups["gloo"])
+            per_step /= n
+            ratio = statistics.median(g / c for g, c in zip(times["gloo"], times["chorus"]))
+            rows.append((mode, name, statistics.median(times["gloo"]),
+                         statistics.median(times["chorus"]), ratio, per_step[0].item(),
+                         per_step[1].item(), diff))
+            del models, opts
+    if rank == 0:
+        threads = torch.get_num_threads()
+        print(f"\n{n} processes, torch intra-op threads {a.threads} ({threads}), "
+              f"median of {a.rounds} rounds x {a.steps} steps; backend threads: "
+              f"gloo {len(gloo_tids)}, chorus {len(chorus_tids)}")
+        print("| mode | model | gloo ms/step | chorus ms/step | chorus speedup | "
+              "gloo CPU ms/step | chorus CPU ms/step | max diff |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
+        for mode, name, tg, tc, ratio, cg, cc, diff in rows:
+            print(f"| {mode} | {name} | {tg * 1e3:.1f} | {tc * 1e3:.1f} | {ratio:.2f}x | "
+                  f"{cg / 1e6:.2f} | {cc / 1e6:.2f} | {diff:.1e} |")
+        sys.stdout.flush()
+    bad = [r for r in rows if r[7] > 1e-4]
+    dist.destroy_process_group()
+    if a.check and bad:
+        sys.exit(f"rank {rank}: parameters differ between gloo and chorus: {bad}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--np", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--threads", nargs="+", default=["1", "default"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn", "transformer"],
+                    choices=["mlp", "cnn", "transformer"])
+    ap.add_argument("--modes", nargs="+", default=["ddp", "fsdp"], choices=["ddp", "fsdp"])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=4, help="steps per round and backend")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--check", action="store_true", help="fail when the parameters differ")
+    ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.rank is not None:
+        a.threads = a.threads[0]
+        return rank_main(a.rank, a.np[0], a)
+    with open("/proc/loadavg") as f:
+        print("load average at start:", f.read().strip())
+    for n in a.np:
+        for threads in a.threads:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            env.pop("OMP_NUM_THREADS", None)  # "default" means torch's own choice
+            cmd = [sys.executable, __file__, "--np", str(n), "--threads", threads,
+                   "--models", *a.models, "--modes", *a.modes, "--rounds", str(a.rounds),
+                   "--steps", str(a.steps), "--warmup", str(a.warmup)] + (["--check"] if a.check else [])
+            procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env) for r in range(n)]
+            if any(p.wait() != 0 for p in procs):
+                sys.exit("a rank failed")
+    with open("/proc/loadavg") as f:
+        print("load average at end:", f.read().strip())
+
+
+if __name__ == "__main__":
+    main()
