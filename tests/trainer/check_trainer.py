@@ -5,7 +5,8 @@ Fashion-MNIST, assertions against an independent reference run.
 usage: check_trainer.py CHORUSRUN CHORUS_TRAIN CASE
 cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, trace_overlap,
                        bad_input, mpirun, pipeline_mlp, pipeline_cnn, tensor_parallel, hybrid,
-                       layout_errors, layout_features
+                       layout_errors, layout_features, ps_equiv_mlp, ps_equiv_cnn,
+                       ps_layout_errors
       (suite multinode): cluster
       (suite multinode): cluster_pipeline
       (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp,
@@ -687,6 +688,94 @@ def case_layout_features(chorusrun, trainer, tmp):
             raise Failure(f"rank {r}: no send/recv spans")
     print("trace: 4 stages, 4 micro-batches x 3 steps of forward and backward each, "
           "send/recv spans on every rank")
+
+
+# ---- Parameter-server training (--ps-servers / --ps-colocated; trainer/ps_train.h) -------
+
+EXACT_PS = 1e-12  # acceptance: sync PS equals data parallel to 1e-12 (float64, 50 steps)
+
+# (ranks, layout flags): 2 workers each time, 1 or 2 dedicated servers, or colocated.
+PS_LAYOUTS = [(3, ["--ps-servers", "1"]), (4, ["--ps-servers", "2"]), (2, ["--ps-colocated"])]
+
+
+def ps_run(chorusrun, trainer, tmp, tag, np_, args):
+    """A PS run (2 workers x batch 32); worker 0's dump (workers are numbered from 0)."""
+    dump = os.path.join(tmp, tag + ".%d")
+    out = run(chorusrun, trainer, np_, COMMON + args + ["--batch", "32", "--dump-params",
+                                                        dump.replace("%d", "%r")])
+    if "parameter-server plan" not in out:
+        raise Failure(f"{tag}: no shard plan printed\n{out}")
+    counters, _ = read_dump(dump % 0)
+    if counters["optimizer_steps"] != 50:
+        raise Failure(f"{tag}: {counters['optimizer_steps']} steps, not 50")
+    return dump
+
+
+def workers_identical(pattern):
+    """Sync PS workers hold equal parameters (batch-norm statistics stay per worker)."""
+    _, a = read_dump(pattern % 0)
+    _, b = read_dump(pattern % 1)
+    for name in a:
+        if "running_" not in name and "num_batches" not in name and a[name] != b[name]:
+            raise Failure(f"worker 1 differs from worker 0 in {name}")
+
+
+def ps_equivalence(chorusrun, trainer, tmp, model_args, ref, control):
+    """Sync PS == the reference in every layout (worker 1 == worker 0 exactly). Negative
+    control, in layout PS_LAYOUTS[control]: with worker 1's push dropped (a test-only flag:
+    the server zeroes that gradient) the result must differ."""
+    for i, (np_, layout) in enumerate(PS_LAYOUTS):
+        tag = "ps" + "".join(a.strip("-")[:4] for a in layout) + str(np_)
+        dump = ps_run(chorusrun, trainer, tmp, tag, np_, model_args + layout)
+        workers_identical(dump)
+        expect_close(dump % 0, ref % 0, f"sync PS np {np_} {' '.join(layout)} vs reference",
+                     rtol=EXACT_PS)
+        if i != control:
+            continue
+        drop_rank = str(np_ - 1)  # worker 1's rank
+        bad = ps_run(chorusrun, trainer, tmp, tag + "drop", np_,
+                     model_args + layout + ["--ps-test-drop-push-from", drop_rank])
+        diff, _ = worst_relative_difference(bad % 0, ref % 0)
+        print(f"  control (rank {drop_rank}'s push dropped): relative difference {diff:.3g}")
+        if diff <= EXACT_PS:
+            raise Failure("a dropped push compared equal: the test is blind")
+
+
+def case_ps_equiv_mlp(chorusrun, trainer, tmp):
+    # Reference: one rank, batch 64 (the MLP has no batch statistics).
+    ref = os.path.join(tmp, "np1.%d")
+    run(chorusrun, trainer, 1, COMMON + ["--model", "mlp", "--batch", "64", "--dump-params",
+                                         ref.replace("%d", "%r")])
+    ps_equivalence(chorusrun, trainer, tmp, ["--model", "mlp"], ref, control=0)
+
+
+def case_ps_equiv_cnn(chorusrun, trainer, tmp):
+    # Reference: data parallel at 2 ranks x 32 (per-rank batch norm, like the PS workers).
+    ref = os.path.join(tmp, "dp2.%d")
+    args = ["--model", "cnn", "--width", "8"]
+    run(chorusrun, trainer, 2, COMMON + args + ["--batch", "32", "--dump-params",
+                                                ref.replace("%d", "%r")])
+    ps_equivalence(chorusrun, trainer, tmp, args, ref, control=2)
+
+
+def case_ps_layout_errors(chorusrun, trainer, tmp):
+    """Acceptance 4: bad PS layouts are refused at start, on every rank."""
+    base = ["--model", "mlp", "--train-limit", "640", "--no-eval", "--no-progress"]
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-servers", "2"],
+                            "--ps-servers 2 with 2 rank(s): no rank left to work")
+    expect_error_everywhere(chorusrun, trainer, 3, base + ["--ps-servers", "5"],
+                            "--ps-servers 5 with 3 rank(s): no rank left to work")
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-servers", "0"],
+                            "--ps-servers 0: need at least 1 server")
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-servers", "1", "--ps-mode",
+                                                           "gossip"],
+                            "--ps-mode: unknown mode 'gossip'")
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-servers", "1", "--ps-mode",
+                                                           "ssp", "--staleness", "-1"],
+                            "--staleness -1: must be >= 0")
+    expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-colocated", "--ps-mode",
+                                                           "async"],
+                            "--ps-colocated supports --ps-mode sync only")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
