@@ -52,6 +52,8 @@ const char kUsage[] =
     "                         arrival; ssp: a worker runs at most --staleness steps ahead\n"
     "  --staleness S          ssp bound (default 0)\n"
     "  --ps-optimizer sgd|adam    the servers' optimizer (default sgd with --momentum)\n"
+    "  --model hashed         (parameter server only) pixels hashed into an embedding table of\n"
+    "  --hash-buckets N       N rows (default 131072); workers push/pull only touched rows\n"
     "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
 
 int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
@@ -88,8 +90,8 @@ bool parseOptions(int argc, char** argv, Options* o) {
       return false;
     } else if (a == "--model") {
       o->model = value();
-      if (o->model != "cnn" && o->model != "mlp")
-        throw std::invalid_argument("--model: expected cnn or mlp, got '" + o->model + "'");
+      if (o->model != "cnn" && o->model != "mlp" && o->model != "hashed")
+        throw std::invalid_argument("--model: expected cnn, mlp or hashed, got '" + o->model + "'");
     } else if (a == "--epochs")
       o->epochs = toInt(a, value(), 1, 100000);
     else if (a == "--batch")
@@ -182,7 +184,9 @@ bool parseOptions(int argc, char** argv, Options* o) {
       if (o->psOptimizer != "sgd" && o->psOptimizer != "adam")
         throw std::invalid_argument("--ps-optimizer: expected sgd or adam, got '" + o->psOptimizer +
                                     "'");
-    } else if (a == "--ps-test-drop-push-from")  // negative control of the tests only
+    } else if (a == "--hash-buckets")
+      o->hashBuckets = toInt(a, value(), 1, int64_t(1) << 30);
+    else if (a == "--ps-test-drop-push-from")  // negative control of the tests only
       o->psTestDropPushFrom = int(toInt(a, value(), 0, 1 << 20));
     else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
@@ -190,6 +194,10 @@ bool parseOptions(int argc, char** argv, Options* o) {
   if (o->batch % o->microBatches != 0)
     throw std::invalid_argument("--micro-batches " + std::to_string(o->microBatches) +
                                 " does not divide --batch " + std::to_string(o->batch));
+  if (o->model == "hashed" && !o->ps)
+    throw std::invalid_argument(
+        "--model hashed is the parameter-server sparse model: give "
+        "--ps-servers K");
   if (o->psColocated && o->psServers > 0)
     throw std::invalid_argument(
         "--ps-colocated and --ps-servers: give one (colocated: every "

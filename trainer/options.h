@@ -48,6 +48,7 @@ struct Options {
   std::string psMode = "sync";      // sync | async | ssp
   int64_t staleness = 0;            // ssp: steps a worker may run ahead of the slowest
   std::string psOptimizer = "sgd";  // sgd (with --momentum) | adam (on the servers)
+  int64_t hashBuckets = 131072;     // --model hashed: rows of the embedding table
   int psTestDropPushFrom = -1;      // test only: servers ignore this rank's pushes (sync)
 };
 
