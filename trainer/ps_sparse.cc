@@ -19,7 +19,7 @@ torch::nn::Sequential makeHashedModel(int64_t buckets) {
     // Small initial rows: the mean of 784 unit-variance rows would start the head far from
     // its linear range.
     torch::NoGradGuard noGrad;
-    net->parameters()[0].mul_(0.1);
+    net->parameters()[0].mul_(0.05);
   }
   return net;
 }
@@ -37,7 +37,7 @@ torch::Tensor hashedKeys(const torch::Tensor& images, int64_t buckets) {
 
 torch::Tensor hashedForward(torch::nn::Sequential& model, const torch::Tensor& rows,
                             const torch::Tensor& inverse, int64_t n) {
-  torch::Tensor h = rows.index_select(0, inverse).view({n, 784, kHashedDim}).mean(1);
+  torch::Tensor h = rows.index_select(0, inverse).view({n, 784, kHashedDim}).sum(1);
   h = model[1]->as<torch::nn::Linear>()->forward(h);
   h = torch::relu(h);
   return model[3]->as<torch::nn::Linear>()->forward(h);

@@ -2,7 +2,7 @@
 //
 // Every pixel position p (0..783) with intensity level l = pixel / 64 (0..3) is one
 // feature, hashed into --hash-buckets rows of an embedding table (dim 32). An image is the
-// mean of its 784 feature rows, then 32-64-10 with ReLU. A batch touches at most 3136 of
+// sum of its 784 feature rows, then 32-64-10 with ReLU. A batch touches at most 3136 of
 // the table's rows, so a worker pushes gradients and pulls values only for those rows
 // (ps_train.cc), not for the whole table.
 #pragma once

@@ -6,11 +6,12 @@ usage: check_trainer.py CHORUSRUN CHORUS_TRAIN CASE
 cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, trace_overlap,
                        bad_input, mpirun, pipeline_mlp, pipeline_cnn, tensor_parallel, hybrid,
                        layout_errors, layout_features, ps_equiv_mlp, ps_equiv_cnn,
-                       ps_layout_errors
+                       ps_layout_errors, ps_server_killed
       (suite multinode): cluster
       (suite multinode): cluster_pipeline
       (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp,
-                            accuracy_layouts_mlp, accuracy_layouts_cnn
+                            accuracy_layouts_mlp, accuracy_layouts_cnn, ps_accuracy_mlp,
+                            ps_sparse
 Exit 0 pass, 1 fail, 77 skipped (no dataset).
 """
 import json
@@ -776,6 +777,100 @@ def case_ps_layout_errors(chorusrun, trainer, tmp):
     expect_error_everywhere(chorusrun, trainer, 2, base + ["--ps-colocated", "--ps-mode",
                                                            "async"],
                             "--ps-colocated supports --ps-mode sync only")
+
+
+def ps_fault_run(chorusrun, trainer, np_, args, victim, after_s, timeout=300):
+    """chorusrun --keep-going --tag-output: SIGKILL rank `victim` `after_s` seconds after the
+    shard plan appeared. Returns (exit code, stdout, stderr, seconds from the kill to the end)."""
+    import signal
+    import threading
+    import time
+    import uuid
+    tag = uuid.uuid4().hex
+    cmd = [chorusrun, "--keep-going", "--tag-output", "-np", str(np_), "--timeout", str(timeout),
+           "-x", "CHORUS_TEST_TAG=" + tag, "-x", "CHORUS_TIMEOUT_S=%d" % ELASTIC_TIMEOUT_S,
+           trainer] + args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out_lines, err_lines = [], []
+    readers = [threading.Thread(target=lambda f, into: into.extend(f), args=(p.stdout, out_lines)),
+               threading.Thread(target=lambda f, into: into.extend(f), args=(p.stderr, err_lines))]
+    for t in readers:
+        t.start()
+    try:
+        t0 = time.time()
+        while not any("parameter-server plan" in l for l in out_lines):
+            if p.poll() is not None or time.time() - t0 > 120:
+                raise Failure("the job did not start:\n" + "".join(out_lines + err_lines))
+            time.sleep(0.05)
+        time.sleep(after_s)
+        pid = find_rank_pid(tag, victim)
+        if pid is None:
+            raise Failure(f"rank {victim} not found (finished already?)")
+        os.kill(pid, signal.SIGKILL)
+        killed = time.time()
+        print(f"SIGKILLed rank {victim} (pid {pid})", flush=True)
+        p.wait(timeout=timeout + 30)
+        took = time.time() - killed
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for t in readers:
+            t.join(timeout=10)
+    return p.returncode, "".join(out_lines), "".join(err_lines), took
+
+
+def case_ps_server_killed(chorusrun, trainer, tmp):
+    """Acceptance 3b: the server SIGKILLed -> every rank exits non-zero, each worker's message
+    names the server, well within the timeout (CHORUS_TIMEOUT_S 10)."""
+    rc, out, err, took = ps_fault_run(chorusrun, trainer, 3, [
+        "--model", "mlp", "--epochs", "3", "--no-progress", "--ps-servers", "1"], victim=0,
+        after_s=2)
+    print(f"job exit {rc}, {took:.1f} s after the kill")
+    if rc == 0:
+        raise Failure(f"job exited 0 with its server killed\n{out}\n{err}")
+    if took > 60:
+        raise Failure(f"the job took {took:.0f} s to fail after the server died")
+    for r in (1, 2):
+        lines = [l for l in err.splitlines() if l.startswith(f"[{r}]") and
+                 "lost contact with parameter server rank 0" in l]
+        if not lines:
+            raise Failure(f"worker rank {r} did not name the lost server:\n{err}")
+        print(lines[0][:200])
+
+
+PS_ACCURACY_FLAGS = ["--model", "mlp", "--epochs", "1", "--no-progress", "--batch", "32",
+                     "--ps-optimizer", "adam", "--lr", "0.001", "--ps-servers", "1"]
+
+
+def case_ps_accuracy_mlp(chorusrun, trainer, tmp):
+    """Acceptance 2: MLP, 1 epoch, 4 ranks (1 server + 3 workers), >= 84% in sync, async and
+    ssp with staleness 2 (the servers run Adam)."""
+    for mode in (["sync"], ["async"], ["ssp", "--staleness", "2"]):
+        out = run(chorusrun, trainer, 4, PS_ACCURACY_FLAGS + ["--ps-mode"] + mode, timeout=900)
+        acc = final_accuracy(out, 1)
+        print(f"PS {' '.join(mode)}: test accuracy {acc:.2f}%")
+        if acc < 84.0:
+            raise Failure(f"PS {' '.join(mode)}: {acc:.2f}% < 84%\n{out}")
+
+
+def case_ps_sparse(chorusrun, trainer, tmp):
+    """Acceptance 2 (sparse): --model hashed, 4 ranks, 2 epochs: the loss falls, accuracy
+    >= 75% (chance: 10%), and a worker's bytes per step < 20% of a dense push + pull."""
+    out = run(chorusrun, trainer, 4, ["--model", "hashed", "--epochs", "2", "--no-progress",
+                                      "--ps-servers", "1"], timeout=900)
+    print(out)
+    losses = [float(l.split("loss")[1].split()[0]) for l in out.splitlines()
+              if l.startswith("epoch ")]
+    if len(losses) != 2 or not losses[1] < losses[0] < 2.3:
+        raise Failure(f"the loss did not fall: {losses}")
+    acc = final_accuracy(out, 2)
+    if acc < 75.0:
+        raise Failure(f"sparse model: {acc:.2f}% < 75%")
+    share = float(out.split("sparse:")[1].split("=")[1].split("%")[0])
+    if share >= 20.0:
+        raise Failure(f"sparse push + pull is {share}% of the dense one (>= 20%)")
+    print(f"sparse model: {acc:.2f}%, bytes/step {share}% of dense")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
