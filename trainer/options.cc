@@ -205,8 +205,9 @@ bool parseOptions(int argc, char** argv, Options* o) {
   if (o->psColocated && o->psMode != "sync")
     throw std::invalid_argument("--ps-colocated supports --ps-mode sync only");
   if (o->ps && (!o->checkpoint.empty() || !o->resume.empty() || !o->trace.empty()))
-    throw std::invalid_argument("parameter-server mode does not do --checkpoint, --resume or "
-                                "--trace yet");
+    throw std::invalid_argument(
+        "parameter-server mode does not do --checkpoint, --resume or "
+        "--trace yet");
   if (o->ps && (o->pipelineStages > 1 || o->tensorParallel > 1 || o->elastic || o->accum > 1))
     throw std::invalid_argument(
         "parameter-server mode takes no --pipeline-stages, "
