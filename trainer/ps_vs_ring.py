@@ -1,9 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Ring all-reduce data parallel vs parameter server (docs/TRAINER.md, "Parameter server:
 measured against the ring"): samples/s and bytes per step at the busiest rank.
 
 usage: trainer/ps_vs_ring.py [BUILD_DIR] [--ranks 3,4,6,8] [--rounds N] [--steps N]
-       [--png docs/perf/ps_vs_ring.png]
+       [--png docs/perf/ps_vs_ring.png] [--from-log FILE]
+--from-log: no runs; the table and plot from the "round ..." lines of an earlier run's output.
 Every configuration runs once per round, the configurations interleaved (load from other
 work hits all alike); the table gives the median samples/s over the rounds. Bytes per step:
 PS, as chorus-train counts them (push + pull, sent + received, headers included); ring,
@@ -40,7 +41,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--png", default="")
+    ap.add_argument("--from-log", default="")
     a = ap.parse_args()
+    if a.from_log:
+        a.rounds = 0
+        logged = {}
+        pat = re.compile(r"round \d+: (\w+) (.+) np (\d+): (\d+) samples/s, ([\d.]+) MB/step")
+        for line in open(a.from_log):
+            m = pat.match(line)
+            if m:
+                logged.setdefault((m.group(1), m.group(2), int(m.group(3))), []).append(
+                    (float(m.group(4)), float(m.group(5)) * 1e6))
     common = ["--epochs", "1", "--no-eval", "--no-progress", "--max-steps", str(a.steps),
               "--batch", "64"]
     configs = []  # (model, name, ranks, flags)
@@ -52,7 +63,7 @@ def main():
                                                               "2"]))
             configs.append((model, "PS async 1 server", np_, ["--model", model, "--ps-servers",
                                                               "1", "--ps-mode", "async"]))
-    results = {}
+    results = logged if a.from_log else {}
     for r in range(a.rounds):
         for model, name, np_, flags in configs:
             if name.startswith("PS") and "2 servers" in name and np_ < 3:
