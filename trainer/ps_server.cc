@@ -1,6 +1,7 @@
 // The server side of parameter-server training (ps_shards.h servePs; modes in ps_train.h).
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -61,9 +62,19 @@ class Server {
     m.worker = peer - (roles_.colocated ? 0 : roles_.servers);
     m.kind = h[0];
     if (m.worker < 0 || m.worker >= roles_.workers || done_[size_t(m.worker)] ||
-        (m.kind != kPush && m.kind != kDone && m.kind != kPullOnly))
+        (m.kind != kPush && m.kind != kDone && m.kind != kPullOnly && m.kind != kLost))
       throw std::runtime_error(who() + ": unexpected message from rank " + std::to_string(peer));
     traffic_->bytes += double(sizeof h);
+    if (m.kind == kLost) {  // every survivor reports it: count it once
+      const int64_t lost = h[1];
+      if (lost >= 0 && lost < roles_.workers && !done_[size_t(lost)]) {
+        done_[size_t(lost)] = true;
+        --live_;
+        std::fprintf(stderr, "%s: worker %lld (rank %d) lost, carrying on with %d\n", who().c_str(),
+                     (long long)lost, roles_.workerRank(int(lost)), live_);
+      }
+      return m;
+    }
     if (m.kind == kDone) {
       done_[size_t(m.worker)] = true;
       --live_;

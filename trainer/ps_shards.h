@@ -31,8 +31,9 @@ PsRoles makePsRoles(const Options& o, int world, int rank);
 // the server, one int64 message with the pushed then the pulled row ids (when there are
 // any) and one float message with the dense gradients then the pushed rows' gradients;
 // back, one float message with the dense parameters then the pulled rows. Dense models
-// push and pull no rows. kPullOnly: no gradient (a worker refreshing its table).
-enum : int64_t { kPush = 1, kDone = 2, kPullOnly = 3 };
+// push and pull no rows. kPullOnly: no gradient (a worker refreshing its table). kLost
+// (async/ssp): header[1] is a worker the surviving workers found dead; stop waiting for it.
+enum : int64_t { kPush = 1, kDone = 2, kPullOnly = 3, kLost = 4 };
 constexpr size_t kHeader = 4;
 
 inline chorusDataType_t chorusTypeOf(torch::ScalarType t) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "trainer/models.h"
 #include "trainer/ps_shards.h"
@@ -44,13 +45,28 @@ void trainPs(const Options& opts, Comm& comm) {
     // A server counts pushes; per global step (one push from every worker): / workers.
     traffic.steps /= std::max(1, roles.workers);
   }
-  // Bytes per step at the busiest worker and the busiest server (max over the world).
-  double most[2] = {0, 0};
+  // Bytes per step at the busiest worker and the busiest server. No collective over the
+  // world here (a worker may have died in async/ssp mode): the workers reduce theirs, each
+  // server sends its figure to worker 0, which prints.
   const double perStep = traffic.steps > 0 ? traffic.bytes / double(traffic.steps) : 0;
-  if (roles.works) most[0] = perStep;
-  if (roles.serves) most[1] = perStep;  // colocated: the same rank, the same bytes
-  comm.allReduce(most, 2, chorusFloat64, chorusMax);
-  if (comm.rank() == 0) {
+  double most[2] = {roles.works ? perStep : 0, roles.serves ? perStep : 0};
+  const int firstWorker = roles.workerRank(0);
+  if (roles.colocated) {
+    comm.allReduce(most, 2, chorusFloat64, chorusMax);
+  } else if (roles.serves) {
+    comm.exchange({{true, &most[1], 1, chorusFloat64, firstWorker}}, "ps traffic figure");
+  } else {
+    workers.allReduce(most, 1, chorusFloat64, chorusMax);
+    if (roles.workerIndex == 0) {
+      std::vector<double> fromServers(size_t(roles.servers), 0);
+      std::vector<Comm::P2p> ops;
+      for (int k = 0; k < roles.servers; ++k)
+        ops.push_back({false, &fromServers[size_t(k)], 1, chorusFloat64, k});
+      comm.exchange(ops, "ps traffic figures");
+      for (double b : fromServers) most[1] = std::max(most[1], b);
+    }
+  }
+  if (roles.workerIndex == 0) {
     std::printf(
         "ps traffic: %.0f bytes/step at the busiest worker (push + pull), %.0f at the "
         "busiest server\n",
@@ -73,7 +89,7 @@ void trainPs(const Options& opts, Comm& comm) {
     if (!dump.empty()) dumpTensors(dump, params, buffers, progress, 0, 0, {});
   }
   std::fflush(stdout);
-  comm.barrier();
+  if (roles.works) workers.barrier();
 }
 
 }  // namespace trainer

@@ -80,6 +80,21 @@ class Pusher {
     dedicatedStep(kPullOnly, 0, rows, /*count=*/false);
   }
 
+  // Tells every server that these workers are dead (async/ssp).
+  void reportLost(const std::vector<int>& lostWorkers) {
+    std::vector<Comm::P2p> ops;
+    std::vector<int64_t> headers(kHeader * lostWorkers.size() * size_t(roles_.servers), 0);
+    size_t at = 0;
+    for (int k = 0; k < roles_.servers; ++k)
+      for (int w : lostWorkers) {
+        headers[at] = kLost;
+        headers[at + 1] = w;
+        ops.push_back({true, &headers[at], kHeader, chorusInt64, k});
+        at += kHeader;
+      }
+    guarded([&] { comm_.exchange(ops, "ps lost-worker report"); });
+  }
+
   // Tells every server this worker is finished (dedicated servers).
   void finish() {
     if (roles_.colocated) return;
@@ -225,7 +240,7 @@ class Pusher {
 
 Progress workPs(const Options& opts, Comm& world, Comm& workers, const PsRoles& roles,
                 torch::nn::Sequential& model, Sharded& sh, Traffic* traffic) {
-  const bool talk = roles.workerIndex == 0;
+  const bool talk = roles.workerIndex == 0;  // worker 0 must survive (it prints)
   const bool hashed = sh.table >= 0;
   const torch::ScalarType dtype = opts.useDouble ? torch::kDouble : torch::kFloat;
   Split trainSet = toTensors(loadFashionMnist(opts.dataDir, "train"), opts.trainLimit, dtype);
@@ -249,6 +264,8 @@ Progress workPs(const Options& opts, Comm& world, Comm& workers, const PsRoles& 
         opts.useDouble ? "float64" : "float32");
   }
   Pusher pusher(opts, world, roles, sh, traffic);
+  std::vector<int> alive;  // worker index of each rank of `workers` (it shrinks on a loss)
+  for (int w = 0; w < roles.workers; ++w) alive.push_back(w);
   torch::manual_seed(opts.seed + 1000003ull * uint64_t(world.rank() + 1));
   // The table rows a batch touches (hashed model), sorted.
   auto touched = [&](const std::vector<int64_t>& order, int64_t step) {
@@ -318,7 +335,28 @@ Progress workPs(const Options& opts, Comm& world, Comm& workers, const PsRoles& 
     const double seconds = secondsSince(epochStart);
     torch::Tensor sums =
         torch::tensor({lossSum, correct, samples, seconds, commSeconds}, torch::kDouble);
-    workers.allReduce(sums.data_ptr(), 5, chorusFloat64, chorusSum);
+    try {
+      workers.allReduce(sums.data_ptr(), 5, chorusFloat64, chorusSum);
+    } catch (const std::exception& e) {
+      // async/ssp: a worker died (its pushes simply stopped). The survivors agree on who,
+      // shrink their group, tell the servers to stop waiting for it, and carry on; the dead
+      // worker's share of the data is not trained on from here.
+      if (opts.psMode == "sync" || roles.colocated) throw;
+      std::vector<int> lost = workers.shrinkToSurvivors(nullptr, nullptr);
+      if (lost.empty()) throw;
+      std::vector<int> lostIndex;
+      for (int r : lost) lostIndex.push_back(alive[size_t(r)]);
+      for (int r = int(lost.size()); r-- > 0;) alive.erase(alive.begin() + lost[size_t(r)]);
+      pusher.reportLost(lostIndex);
+      if (workers.rank() == 0) {
+        std::string list;
+        for (int w : lostIndex) list += " " + std::to_string(w);
+        std::fprintf(stderr, "chorus-train: lost worker(s)%s (%s); carrying on with %d\n",
+                     list.c_str(), e.what(), workers.size());
+      }
+      sums = torch::tensor({lossSum, correct, samples, seconds, commSeconds}, torch::kDouble);
+      workers.allReduce(sums.data_ptr(), 5, chorusFloat64, chorusSum);
+    }
     std::string testAcc = "-";
     if (opts.eval) {
       pusher.pullAll();  // hashed: the whole current table (each step pulls only its rows)
@@ -336,8 +374,8 @@ Progress workPs(const Options& opts, Comm& world, Comm& workers, const PsRoles& 
       testAcc = buf;
     }
     if (steps > 0) progress.epochsDone = epoch + 1;
-    const double total = sums[2].item<double>(), wall = sums[3].item<double>() / roles.workers;
-    const double comm = sums[4].item<double>() / roles.workers;
+    const double total = sums[2].item<double>(), wall = sums[3].item<double>() / workers.size();
+    const double comm = sums[4].item<double>() / workers.size();
     if (talk && total > 0)
       std::printf(
           "epoch %lld/%lld  loss %.4f  train-acc %.2f%%  test-acc %s  samples/s %.0f  "

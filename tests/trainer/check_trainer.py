@@ -11,7 +11,7 @@ cases (suite trainer): equiv_mlp, equiv_cnn_syncbn, accum, resume, eval_trim, tr
       (suite multinode): cluster_pipeline
       (suite trainer-slow): equiv_cnn_syncbn_full, accuracy_cnn, accuracy_mlp, elastic_mlp,
                             accuracy_layouts_mlp, accuracy_layouts_cnn, ps_accuracy_mlp,
-                            ps_sparse
+                            ps_sparse, ps_worker_killed_async
 Exit 0 pass, 1 fail, 77 skipped (no dataset).
 """
 import json
@@ -837,6 +837,28 @@ def case_ps_server_killed(chorusrun, trainer, tmp):
         if not lines:
             raise Failure(f"worker rank {r} did not name the lost server:\n{err}")
         print(lines[0][:200])
+
+
+def case_ps_worker_killed_async(chorusrun, trainer, tmp):
+    """Acceptance 3a: async PS, 1 server + 3 workers, MLP, 2 epochs on 30,000 samples; worker
+    2 (rank 3) SIGKILLed 2 s after the plan: the servers drop it, the survivors shrink their
+    group at the end of the epoch and finish; the job exits 0 (chorusrun --keep-going) and
+    the final accuracy is at most 1 point below an uninterrupted run's."""
+    flags = ["--model", "mlp", "--epochs", "2", "--no-progress", "--ps-servers", "1",
+             "--ps-mode", "async", "--train-limit", "30000", "--batch", "32",
+             "--ps-optimizer", "adam", "--lr", "0.001"]
+    ref = final_accuracy(run(chorusrun, trainer, 4, flags, timeout=900), 2)
+    rc, out, err, took = ps_fault_run(chorusrun, trainer, 4, flags, victim=3, after_s=2)
+    if rc != 0:
+        raise Failure(f"job exit {rc} after losing a worker\n{out}\n{err}")
+    if "worker 2 (rank 3) lost" not in err:
+        raise Failure(f"the server did not report the lost worker:\n{err}")
+    acc = final_accuracy("\n".join(l.split("] ", 1)[-1] for l in out.splitlines()), 2)
+    print(f"uninterrupted {ref:.2f}%, with worker 2 killed {acc:.2f}%")
+    # One-sided: losing a worker must not cost more than a point. (Async runs are not
+    # deterministic: the same flags gave 82.71% uninterrupted and 83.72% with the kill.)
+    if acc < ref - 1.0:
+        raise Failure(f"accuracy {acc:.2f}% is more than 1 point below {ref:.2f}%")
 
 
 PS_ACCURACY_FLAGS = ["--model", "mlp", "--epochs", "1", "--no-progress", "--batch", "32",
