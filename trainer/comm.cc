@@ -115,4 +115,26 @@ void Comm::sendRecv(const void* send, size_t sendCount, int sendPeer, void* recv
   wait();
 }
 
+void Comm::exchange(const std::vector<P2p>& ops, const char* what) {
+  if (ops.empty()) return;
+  check(chorusGroupStart(), "chorusGroupStart");
+  chorusResult_t r = chorusSuccess;
+  for (const P2p& op : ops) {
+    if (r != chorusSuccess) break;
+    r = op.send ? chorusSend(op.buf, op.count, op.type, op.peer, comm_, stream_)
+                : chorusRecv(op.buf, op.count, op.type, op.peer, comm_, stream_);
+  }
+  chorusResult_t end = chorusGroupEnd();
+  check(r, what);
+  check(end, what);
+  wait();
+}
+
+int Comm::recvAny(void* buf, size_t count, chorusDataType_t type, const char* what) {
+  int peer = -1;
+  check(chorusRecvAnySource(buf, count, type, &peer, comm_, stream_), what);
+  wait();
+  return peer;
+}
+
 }  // namespace trainer

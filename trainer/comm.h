@@ -51,6 +51,20 @@ class Comm {
   void sendRecv(const void* send, size_t sendCount, int sendPeer, void* recv, size_t recvCount,
                 int recvPeer, chorusDataType_t type, const char* what);
 
+  /// Parameter-server mode (ps_train.cc): one group of point-to-point operations, then a
+  /// wait. Sends and receives progress together, so any mix completes without deadlock.
+  struct P2p {
+    bool send = true;
+    void* buf = nullptr;  // a send only reads it
+    size_t count = 0;
+    chorusDataType_t type = chorusFloat64;
+    int peer = 0;
+  };
+  void exchange(const std::vector<P2p>& ops, const char* what);
+  /// Receives `count` elements from whichever rank sends first (chorusRecvAnySource),
+  /// waits, and returns that rank.
+  int recvAny(void* buf, size_t count, chorusDataType_t type, const char* what);
+
   /// --elastic (defined in trainer/elastic.cc): after a collective failed, agrees with the
   /// other survivors on the lost ranks and shrinks the communicator to the survivors (rank
   /// and size change). Returns the lost ranks (old numbering); empty: none lost, unchanged.

@@ -45,6 +45,15 @@ const char kUsage[] =
     "  --tensor-parallel T    split the MLP's / CNN classifier's linear layers over T ranks\n"
     "                         (default 1); data-parallel replicas = ranks / (S x T), and with\n"
     "                         S or T > 1, --batch is per replica (split into M micro-batches)\n"
+    "  --ps-servers K         parameter-server training: ranks 0..K-1 hold the parameter\n"
+    "                         shards and their optimizer state, the other ranks compute\n"
+    "  --ps-colocated         every rank computes and also serves one shard (sync only)\n"
+    "  --ps-mode sync|async|ssp   sync: equal to data parallel; async: each push applied on\n"
+    "                         arrival; ssp: a worker runs at most --staleness steps ahead\n"
+    "  --staleness S          ssp bound (default 0)\n"
+    "  --ps-optimizer sgd|adam    the servers' optimizer (default sgd with --momentum)\n"
+    "  --model hashed         (parameter server only) pixels hashed into an embedding table of\n"
+    "  --hash-buckets N       N rows (default 131072); workers push/pull only touched rows\n"
     "  FILE arguments may contain %r (replaced by the rank); without it only rank 0 writes.\n";
 
 int64_t toInt(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
@@ -81,8 +90,8 @@ bool parseOptions(int argc, char** argv, Options* o) {
       return false;
     } else if (a == "--model") {
       o->model = value();
-      if (o->model != "cnn" && o->model != "mlp")
-        throw std::invalid_argument("--model: expected cnn or mlp, got '" + o->model + "'");
+      if (o->model != "cnn" && o->model != "mlp" && o->model != "hashed")
+        throw std::invalid_argument("--model: expected cnn, mlp or hashed, got '" + o->model + "'");
     } else if (a == "--epochs")
       o->epochs = toInt(a, value(), 1, 100000);
     else if (a == "--batch")
@@ -151,12 +160,58 @@ bool parseOptions(int argc, char** argv, Options* o) {
       o->split = value();
       if (o->split != "params" && o->split != "time")
         throw std::invalid_argument("--split: expected params or time, got '" + o->split + "'");
-    } else
+    } else if (a == "--ps-servers") {
+      o->ps = true;
+      std::string v = value();
+      o->psServers = int(toInt(a, v, -kBig, kBig));
+      if (o->psServers < 1)
+        throw std::invalid_argument("--ps-servers " + v +
+                                    ": need at least 1 server (the first K ranks serve)");
+    } else if (a == "--ps-colocated") {
+      o->ps = true;
+      o->psColocated = true;
+    } else if (a == "--ps-mode") {
+      o->psMode = value();
+      if (o->psMode != "sync" && o->psMode != "async" && o->psMode != "ssp")
+        throw std::invalid_argument("--ps-mode: unknown mode '" + o->psMode +
+                                    "' (expected sync, async or ssp)");
+    } else if (a == "--staleness") {
+      std::string v = value();
+      o->staleness = toInt(a, v, -kBig, kBig);
+      if (o->staleness < 0) throw std::invalid_argument("--staleness " + v + ": must be >= 0");
+    } else if (a == "--ps-optimizer") {
+      o->psOptimizer = value();
+      if (o->psOptimizer != "sgd" && o->psOptimizer != "adam")
+        throw std::invalid_argument("--ps-optimizer: expected sgd or adam, got '" + o->psOptimizer +
+                                    "'");
+    } else if (a == "--hash-buckets")
+      o->hashBuckets = toInt(a, value(), 1, int64_t(1) << 30);
+    else if (a == "--ps-test-drop-push-from")  // negative control of the tests only
+      o->psTestDropPushFrom = int(toInt(a, value(), 0, 1 << 20));
+    else
       throw std::invalid_argument("unknown option '" + a + "' (see --help)");
   }
   if (o->batch % o->microBatches != 0)
     throw std::invalid_argument("--micro-batches " + std::to_string(o->microBatches) +
                                 " does not divide --batch " + std::to_string(o->batch));
+  if (o->model == "hashed" && !o->ps)
+    throw std::invalid_argument(
+        "--model hashed is the parameter-server sparse model: give "
+        "--ps-servers K");
+  if (o->psColocated && o->psServers > 0)
+    throw std::invalid_argument(
+        "--ps-colocated and --ps-servers: give one (colocated: every "
+        "rank serves)");
+  if (o->psColocated && o->psMode != "sync")
+    throw std::invalid_argument("--ps-colocated supports --ps-mode sync only");
+  if (o->ps && (!o->checkpoint.empty() || !o->resume.empty() || !o->trace.empty()))
+    throw std::invalid_argument(
+        "parameter-server mode does not do --checkpoint, --resume or "
+        "--trace yet");
+  if (o->ps && (o->pipelineStages > 1 || o->tensorParallel > 1 || o->elastic || o->accum > 1))
+    throw std::invalid_argument(
+        "parameter-server mode takes no --pipeline-stages, "
+        "--tensor-parallel, --elastic or --accum");
   return true;
 }
 

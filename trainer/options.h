@@ -41,6 +41,15 @@ struct Options {
   std::string schedule = "1f1b";  // gpipe | 1f1b
   int tensorParallel = 1;
   std::string split = "params";  // stage split balances: params | time (measured)
+  // Parameter-server training (docs/TRAINER.md, "Parameter server"; trainer/ps_train.h).
+  bool ps = false;                  // --ps-servers or --ps-colocated given
+  int psServers = 0;                // the first K ranks serve, the others work
+  bool psColocated = false;         // every rank works and serves one shard
+  std::string psMode = "sync";      // sync | async | ssp
+  int64_t staleness = 0;            // ssp: steps a worker may run ahead of the slowest
+  std::string psOptimizer = "sgd";  // sgd (with --momentum) | adam (on the servers)
+  int64_t hashBuckets = 131072;     // --model hashed: rows of the embedding table
+  int psTestDropPushFrom = -1;      // test only: servers ignore this rank's pushes (sync)
 };
 
 /// Parses argv. Throws std::invalid_argument with a message naming the bad flag.

@@ -15,6 +15,7 @@
 #include "trainer/parallel.h"
 #include "trainer/pipeline.h"
 #include "trainer/progress.h"
+#include "trainer/ps_train.h"
 #include "trainer/sampler.h"
 #include "trainer/state_io.h"
 #include "trainer/torch_chorus.h"
@@ -81,6 +82,7 @@ void resetPeakRss() {
 }  // namespace
 
 void train(const Options& opts, Comm& comm) {
+  if (opts.ps) return trainPs(opts, comm);      // parameter-server training (ps_train.h)
   int rank = comm.rank(), world = comm.size();  // --elastic: both change when ranks die
   bool talk = rank == 0;                        // logging from rank 0 only
   const torch::ScalarType dtype = opts.useDouble ? torch::kDouble : torch::kFloat;

@@ -14,6 +14,7 @@
 #include "trainer/idx.h"
 #include "trainer/layout.h"
 #include "trainer/options.h"
+#include "trainer/ps_plan.h"
 #include "trainer/sampler.h"
 
 namespace trainer {
@@ -171,6 +172,61 @@ TEST(Layout, SplitStagesMinimizesTheLargestStage) {
   // Every stage gets a layer even when that is not cheapest.
   EXPECT_EQ(splitStages({0, 0, 100}, 3), (std::vector<size_t>{0, 1, 2, 3}));
   EXPECT_THROW(splitStages({1, 2, 3}, 4), std::invalid_argument);
+}
+
+// The parameter-server plan: every element of every tensor on exactly one server, in
+// buffer order; the big tensor split by rows over all servers, the small ones whole.
+TEST(PsPlan, CoversEveryElementOnceAndSplitsLargeTensorsByRows) {
+  const std::vector<PsTensor> mlp = {{"1.weight", 256, 784}, {"1.bias", 256, 1},
+                                     {"3.weight", 128, 256}, {"3.bias", 128, 1},
+                                     {"5.weight", 10, 128},  {"5.bias", 10, 1}};
+  for (int k = 1; k <= 5; ++k) {
+    PsPlan plan = makePsPlan(mlp, k);
+    std::vector<std::vector<int>> seen(mlp.size());
+    for (size_t t = 0; t < mlp.size(); ++t) seen[t].assign(size_t(mlp[t].rows), 0);
+    std::vector<int64_t> next(size_t(k), 0);
+    for (const PsShard& s : plan.shards) {
+      for (int64_t r = s.rowBegin; r < s.rowEnd; ++r) ++seen[s.tensor][size_t(r)];
+      EXPECT_EQ(s.count, (s.rowEnd - s.rowBegin) * mlp[s.tensor].rowSize);
+      EXPECT_EQ(s.serverOffset, next[size_t(s.server)]) << "buffer order, k " << k;
+      next[size_t(s.server)] += s.count;
+    }
+    for (const auto& rows : seen)
+      for (int c : rows) EXPECT_EQ(c, 1) << "k " << k;
+    for (int j = 0; j < k; ++j) EXPECT_EQ(next[size_t(j)], plan.serverElements[size_t(j)]);
+    // 1.weight (200,704 of 235,146 elements) is split over all servers when k > 1.
+    size_t pieces = 0;
+    for (const PsShard& s : plan.shards) pieces += s.tensor == 0;
+    EXPECT_EQ(pieces, size_t(k));
+  }
+  PsPlan two = makePsPlan(mlp, 2);
+  EXPECT_EQ(two.serverElements[0], 133120);
+  EXPECT_EQ(two.serverElements[1], 102026);
+  EXPECT_THROW(makePsPlan(mlp, 0), std::invalid_argument);
+}
+
+TEST(Options, ParsesAndRejectsParameterServerFlags) {
+  Options o;
+  const char* ok[] = {"x", "--ps-servers", "2", "--ps-mode", "ssp", "--staleness", "3"};
+  ASSERT_TRUE(parseOptions(7, const_cast<char**>(ok), &o));
+  EXPECT_TRUE(o.ps);
+  EXPECT_EQ(o.psServers, 2);
+  EXPECT_EQ(o.psMode, "ssp");
+  EXPECT_EQ(o.staleness, 3);
+  for (auto bad : std::vector<std::vector<const char*>>{
+           {"x", "--ps-servers", "0"},
+           {"x", "--ps-mode", "gossip"},
+           {"x", "--staleness", "-1"},
+           {"x", "--ps-colocated", "--ps-mode", "async"},
+           {"x", "--ps-colocated", "--ps-servers", "1"},
+           {"x", "--model", "hashed"},
+           {"x", "--ps-servers", "1", "--checkpoint", "c"},
+           {"x", "--ps-servers", "1", "--pipeline-stages", "2"}}) {
+    Options p;
+    EXPECT_THROW(parseOptions(int(bad.size()), const_cast<char**>(bad.data()), &p),
+                 std::invalid_argument)
+        << bad[1];
+  }
 }
 
 }  // namespace
