@@ -170,7 +170,9 @@ TEST(CollBody, ReduceInPlaceEqualsOutOfPlace) {
 
 TEST(CollBody, UnknownTypeIsRefused) {
   ck::ReduceArgs a;
-  a.spec.type = static_cast<chorusDataType_t>(99);
+  // chorusNumTypes: no type, yet a value the enum can hold (99 would be undefined behaviour
+  // on its own, which UBSan reports before the kernel can refuse it).
+  a.spec.type = chorusNumTypes;
   a.nsrc = 1;
   EXPECT_FALSE(ck::runReduceOnHost(a, 4));
 }
