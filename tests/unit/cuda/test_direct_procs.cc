@@ -102,17 +102,37 @@ int rankMain(const chorusUniqueId& id, int n, int r) {
   return bad;
 }
 
+// The parent starts no thread before it forks (a child of a threaded process may inherit a
+// lock held by another thread: the ASan tree hung here): rank 0 makes the unique id, which
+// starts the bootstrap root in rank 0's process, and hands it to the parent through a pipe
+// before the other ranks are forked.
 void runProcs(int n) {
-  chorusUniqueId id;
-  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
   std::vector<pid_t> kids;
-  for (int r = 0; r < n; ++r) {
+  const pid_t first = fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    close(fds[0]);
+    chorusUniqueId id;
+    const bool ok = chorusGetUniqueId(&id) == chorusSuccess;
+    const bool sent = ok && write(fds[1], &id, sizeof id) == static_cast<ssize_t>(sizeof id);
+    close(fds[1]);
+    _exit(sent && rankMain(id, n, 0) == 0 ? 0 : 1);
+  }
+  kids.push_back(first);
+  close(fds[1]);
+  chorusUniqueId id;
+  const bool got = read(fds[0], &id, sizeof id) == static_cast<ssize_t>(sizeof id);
+  close(fds[0]);
+  EXPECT_TRUE(got) << "rank 0 sent no unique id";
+  for (int r = 1; got && r < n; ++r) {
     const pid_t p = fork();
     ASSERT_GE(p, 0);
     if (p == 0) _exit(rankMain(id, n, r) == 0 ? 0 : 1);
     kids.push_back(p);
   }
-  for (int r = 0; r < n; ++r) {
+  for (size_t r = 0; r < kids.size(); ++r) {
     int st = 0;
     ASSERT_EQ(waitpid(kids[r], &st, 0), kids[r]);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
