@@ -1,12 +1,8 @@
 #include "trainer/ps_sparse.h"
 
-namespace trainer {
+#include "trainer/image_tensors.h"  // kPixelMean/kPixelStd: undo the normalization
 
-namespace {
-// Fashion-MNIST pixel mean and standard deviation (as in train.cc): undoes the
-// normalization to recover the byte value.
-constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
-}  // namespace
+namespace trainer {
 
 torch::nn::Sequential makeHashedModel(int64_t buckets) {
   using namespace torch::nn;

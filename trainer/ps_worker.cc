@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trainer/dataset.h"
+#include "trainer/image_tensors.h"
 #include "trainer/evaluate.h"
 #include "trainer/progress.h"
 #include "trainer/ps_optimizer.h"
@@ -17,31 +18,6 @@
 
 namespace trainer {
 namespace {
-
-// Fashion-MNIST pixel mean and standard deviation (the same normalization as train.cc).
-constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
-
-struct Split {
-  torch::Tensor images, labels;
-};
-
-Split toTensors(const ImageSet& s, int64_t limit, torch::ScalarType type) {
-  int64_t n = limit > 0 ? std::min(limit, s.count) : s.count;
-  auto* pixels = const_cast<uint8_t*>(s.pixels.data());
-  auto* labels = const_cast<uint8_t*>(s.labels.data());
-  Split out;
-  out.images = torch::from_blob(pixels, {n, 1, s.rows, s.cols}, torch::kUInt8)
-                   .to(type)
-                   .div_(255.0)
-                   .sub_(kPixelMean)
-                   .div_(kPixelStd);
-  out.labels = torch::from_blob(labels, {n}, torch::kUInt8).to(torch::kLong);
-  return out;
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // The sparse part of one step: the table rows this batch touched and their gradients, and
 // the rows the next batch needs (sorted ids; undefined for a dense model).

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "trainer/dataset.h"
+#include "trainer/image_tensors.h"
 #include "trainer/ddp.h"
 #include "trainer/elastic.h"
 #include "trainer/evaluate.h"
@@ -23,32 +24,6 @@
 
 namespace trainer {
 namespace {
-
-// Fashion-MNIST pixel mean and standard deviation (of the training set, in [0,1]).
-constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
-
-struct Split {
-  torch::Tensor images;  // [n,1,rows,cols], normalized
-  torch::Tensor labels;  // [n], int64
-};
-
-Split toTensors(const ImageSet& s, int64_t limit, torch::ScalarType type) {
-  int64_t n = limit > 0 ? std::min(limit, s.count) : s.count;
-  auto* pixels = const_cast<uint8_t*>(s.pixels.data());
-  auto* labels = const_cast<uint8_t*>(s.labels.data());
-  Split out;
-  out.images = torch::from_blob(pixels, {n, 1, s.rows, s.cols}, torch::kUInt8)
-                   .to(type)
-                   .div_(255.0)
-                   .sub_(kPixelMean)
-                   .div_(kPixelStd);
-  out.labels = torch::from_blob(labels, {n}, torch::kUInt8).to(torch::kLong);
-  return out;
-}
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // Loss sum, correct predictions and samples of this rank's micro-batches in one epoch.
 struct EpochTally {
