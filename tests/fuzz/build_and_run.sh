@@ -31,7 +31,7 @@ fi
 
 FLAGS="-std=c++17 -gline-tables-only -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
   -I$SRC/include -I$SRC"
-CORE="src/core/checks.cc src/core/debug.cc src/core/params.cc src/api/errors.cc"
+CORE="src/core/checks.cc src/core/debug.cc src/core/params.cc src/core/live_handles.cc src/api/errors.cc"
 BOOT="src/bootstrap/wire.cc src/bootstrap/uniqueid.cc src/net/socket.cc src/net/address.cc
   src/net/random.cc
   src/bootstrap/secret.cc $CORE"
