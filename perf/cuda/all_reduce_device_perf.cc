@@ -19,24 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "perf/cuda/size_arg.h"
 #include "perf/launch_init.h"
 
 namespace {
 
-size_t parseBytes(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  switch (end && *end ? *end : ' ') {
-    case 'K':
-    case 'k': v *= 1024.0; break;
-    case 'M':
-    case 'm': v *= 1024.0 * 1024; break;
-    case 'G':
-    case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-  }
-  return static_cast<size_t>(v);
-}
+using perf::parseBytes;
 
 // Prints what failed and leaves with status 1 (the launcher stops the other ranks).
 #define CUDA_OR_DIE(call)                                                             \

@@ -21,19 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "perf/cuda/size_arg.h"
 #include "perf/launch_init.h"
 
 namespace {
 
-size_t parseBytes(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  const char u = end && *end ? *end : ' ';
-  if (u == 'K' || u == 'k') v *= 1024.0;
-  if (u == 'M' || u == 'm') v *= 1024.0 * 1024;
-  if (u == 'G' || u == 'g') v *= 1024.0 * 1024 * 1024;
-  return static_cast<size_t>(v);
-}
+using perf::parseBytes;
 
 int rank = -1;
 chorusComm_t comm = nullptr;
