@@ -602,6 +602,38 @@ def case_loss_delay(c):
                     log("%s: %s" % (c.hosts[h], l.strip()))
 
 
+def wait_all_started(ranks, mark):
+    """Until every rank printed `mark`; a rank that exits first, or 120 s, fails the case."""
+    t0 = time.time()
+    while not all(any(mark in l for l in k.lines) for k in ranks):
+        for k in ranks:
+            expect(k.proc.poll() is None, "rank %d exited early:\n    %s" % (k.rank, k.tail()))
+        expect(time.time() - t0 < 120, "the job did not get going in 120 s")
+        time.sleep(0.05)
+
+
+def cut_host1_link(c):
+    """Takes host 1's link down at the switch."""
+    sw = c.name + "-sw"
+    p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"], capture_output=True,
+                       text=True)
+    expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+    return sw
+
+
+def wait_exits(ranks, since, limit_s):
+    """Up to `limit_s` after `since`: notes each rank's exit time (exit_time stays None for a
+    rank still running at the end)."""
+    while time.time() - since < limit_s and any(k.proc.poll() is None for k in ranks):
+        for k in ranks:
+            if k.exit_time is None and k.proc.poll() is not None:
+                k.exit_time = time.time()
+        time.sleep(0.05)
+    for k in ranks:
+        if k.exit_time is None and k.proc.poll() is not None:
+            k.exit_time = time.time()
+
+
 def case_link_down(c):
     prefixes = rank_prefixes(c, 2)
     n = len(prefixes)
@@ -614,26 +646,11 @@ def case_link_down(c):
             ranks.append(kill_rank.Rank(r, prefixes[r] + [c.exe(STRESS), "--from-env", "--calls",
                                                           "100000000", "--max-bytes", "262144"],
                                         env, c.build))
-        t0 = time.time()
-        while not all(any("calls ok" in l for l in k.lines) for k in ranks):
-            for k in ranks:
-                expect(k.proc.poll() is None, "rank %d exited early:\n    %s" % (k.rank, k.tail()))
-            expect(time.time() - t0 < 120, "the job did not get going in 120 s")
-            time.sleep(0.05)
-        sw = c.name + "-sw"
-        p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"], capture_output=True,
-                           text=True)
-        expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+        wait_all_started(ranks, "calls ok")
+        sw = cut_host1_link(c)
         down = time.time()
         log("host 1's link is down (ip -n %s link set h1 down)" % sw)
-        while time.time() - down < 30 and any(k.proc.poll() is None for k in ranks):
-            for k in ranks:
-                if k.exit_time is None and k.proc.poll() is not None:
-                    k.exit_time = time.time()
-            time.sleep(0.05)
-        for k in ranks:
-            if k.exit_time is None and k.proc.poll() is not None:
-                k.exit_time = time.time()
+        wait_exits(ranks, down, 30)
         hung = [k.rank for k in ranks if k.proc.poll() is None]
         expect(not hung, "ranks %s still running 30 s after the link went down" % hung)
         time.sleep(0.2)
@@ -671,30 +688,14 @@ def case_link_down_timeout(c, timeout_s=3, slack_s=5):
                                                           "--timeout-s", str(timeout_s),
                                                           "--marker", marker],
                                         env, c.build))
-        t0 = time.time()
-        while not all(any(": ready" in l for l in k.lines) for k in ranks):
-            for k in ranks:
-                expect(k.proc.poll() is None, "rank %d exited early:\n    %s" % (k.rank, k.tail()))
-            expect(time.time() - t0 < 120, "the job did not get going in 120 s")
-            time.sleep(0.05)
-        sw = c.name + "-sw"
-        p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"], capture_output=True,
-                           text=True)
-        expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+        wait_all_started(ranks, ": ready")
+        sw = cut_host1_link(c)
         open(marker, "w").close()
         down = time.time()
         log("host 1's link is down (ip -n %s link set h1 down); host 0's ranks send to "
             "host 1's" % sw)
         # Twice the bound, so a miss shows by how much (the 300 s deadlines never end here).
-        while time.time() - down < 2 * (timeout_s + slack_s) and any(
-                k.proc.poll() is None for k in ranks):
-            for k in ranks:
-                if k.exit_time is None and k.proc.poll() is not None:
-                    k.exit_time = time.time()
-            time.sleep(0.05)
-        for k in ranks:
-            if k.exit_time is None and k.proc.poll() is not None:
-                k.exit_time = time.time()
+        wait_exits(ranks, down, 2 * (timeout_s + slack_s))
         time.sleep(0.2)
         for k in ranks:
             expect(k.exit_time is not None, "rank %d still running %d s after the link went "
@@ -745,15 +746,12 @@ def case_shrink_kill(c):
 def case_shrink_cut(c):
     one = rank_prefixes(c, 1)
     prefixes = [one[0], one[0], one[0], one[1]]  # rank 3 alone on host 1
-    sw = c.name + "-sw"
     state = {"cut": None}
 
     def act(ranks):
         victim = ranks[3]
         if state["cut"] is None and any("READY-TO-CUT" in l for l in victim.lines):
-            p = subprocess.run(["ip", "-n", sw, "link", "set", "h1", "down"],
-                               capture_output=True, text=True)
-            expect(p.returncode == 0, "ip -n %s link set h1 down: %s" % (sw, p.stderr))
+            sw = cut_host1_link(c)
             state["cut"] = time.time()
             victim.lines.append("CUT-AT %.3f" % state["cut"])
             log("host 1's link is down (ip -n %s link set h1 down)" % sw)
