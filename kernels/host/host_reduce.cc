@@ -317,7 +317,7 @@ void reduceCopyImpl(const ReduceSpec& spec, void* dst, void* dst2, const void* a
   for (size_t i = 0; i < count; i += step) {
     const size_t k = std::min(step, count - i), o = i * elem;
     reduceImpl(spec, d + o, a ? a + o : nullptr, l + o, k, f);
-    if (k * elem) std::memcpy(d2 + o, d + o, k * elem);
+    if (k * elem != 0) std::memcpy(d2 + o, d + o, k * elem);
   }
 }
 

@@ -162,48 +162,60 @@ def find_rank_pid(tag, rank):
 ELASTIC_TIMEOUT_S = 10  # CHORUS_TIMEOUT_S of the --elastic runs: detection <= this + 5 s
 
 
-def elastic_run(chorusrun, trainer, np_, args, victim=None, kill_after_s=None, timeout=1800):
-    """chorusrun --keep-going -np N chorus-train --elastic ARGS; with a victim, SIGKILL that
-    rank `kill_after_s` seconds after rank 0 printed its epoch 1 line (early in epoch 2;
-    rank 0's stdout is a pipe, so the header only arrives with that first flush)."""
+def run_killing_a_rank(cmd, tag, ready, victim, after_s, timeout, what):
+    """Popen `cmd` (a chorusrun job tagged CHORUS_TEST_TAG=`tag`) reading both pipes; with a
+    victim, SIGKILL that rank `after_s` seconds after some stdout line satisfies `ready`.
+    Returns (exit code, stdout, stderr, seconds from the kill to the end, or None)."""
     import signal
     import threading
     import time
-    import uuid
-    tag = uuid.uuid4().hex
-    cmd = [chorusrun, "--keep-going", "-np", str(np_), "--timeout", str(timeout),
-           "-x", "CHORUS_TEST_TAG=" + tag, "-x", "CHORUS_TIMEOUT_S=%d" % ELASTIC_TIMEOUT_S,
-           trainer, "--elastic"] + args
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out_lines, err_lines = [], []
     readers = [threading.Thread(target=lambda f, into: into.extend(f), args=(p.stdout, out_lines)),
                threading.Thread(target=lambda f, into: into.extend(f), args=(p.stderr, err_lines))]
     for t in readers:
         t.start()
+    took = None
     try:
         if victim is not None:
             t0 = time.time()
-            while not any(l.startswith("epoch 1/") for l in out_lines):
+            while not any(ready(l) for l in out_lines):
                 if p.poll() is not None or time.time() - t0 > 300:
-                    raise Failure("the job did not start training:\n" + "".join(out_lines + err_lines))
+                    raise Failure(f"the job ended or stalled before {what}:\n"
+                                  + "".join(out_lines + err_lines))
                 time.sleep(0.05)
-            time.sleep(kill_after_s)
+            time.sleep(after_s)
             pid = find_rank_pid(tag, victim)
             if pid is None:
                 raise Failure(f"rank {victim} of the job not found (finished already?)")
             os.kill(pid, signal.SIGKILL)
-            print(f"SIGKILLed rank {victim} (pid {pid}) {kill_after_s} s after epoch 1 ended",
-                  flush=True)
+            killed = time.time()
+            print(f"SIGKILLed rank {victim} (pid {pid}) {after_s} s after {what}", flush=True)
         p.wait(timeout=timeout + 30)
+        if victim is not None:
+            took = time.time() - killed
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         for t in readers:
             t.join(timeout=10)
-    out, err = "".join(out_lines), "".join(err_lines)
-    if p.returncode != 0:
-        raise Failure(f"{' '.join(cmd)} exited {p.returncode}\n{out}\n{err}")
+    return p.returncode, "".join(out_lines), "".join(err_lines), took
+
+
+def elastic_run(chorusrun, trainer, np_, args, victim=None, kill_after_s=None, timeout=1800):
+    """chorusrun --keep-going -np N chorus-train --elastic ARGS; with a victim, SIGKILL that
+    rank `kill_after_s` seconds after rank 0 printed its epoch 1 line (early in epoch 2;
+    rank 0's stdout is a pipe, so the header only arrives with that first flush)."""
+    import uuid
+    tag = uuid.uuid4().hex
+    cmd = [chorusrun, "--keep-going", "-np", str(np_), "--timeout", str(timeout),
+           "-x", "CHORUS_TEST_TAG=" + tag, "-x", "CHORUS_TIMEOUT_S=%d" % ELASTIC_TIMEOUT_S,
+           trainer, "--elastic"] + args
+    rc, out, err, _ = run_killing_a_rank(cmd, tag, lambda l: l.startswith("epoch 1/"), victim,
+                                         kill_after_s, timeout, "epoch 1 ended")
+    if rc != 0:
+        raise Failure(f"{' '.join(cmd)} exited {rc}\n{out}\n{err}")
     return out, err
 
 
@@ -782,42 +794,13 @@ def case_ps_layout_errors(chorusrun, trainer, tmp):
 def ps_fault_run(chorusrun, trainer, np_, args, victim, after_s, timeout=300):
     """chorusrun --keep-going --tag-output: SIGKILL rank `victim` `after_s` seconds after the
     shard plan appeared. Returns (exit code, stdout, stderr, seconds from the kill to the end)."""
-    import signal
-    import threading
-    import time
     import uuid
     tag = uuid.uuid4().hex
     cmd = [chorusrun, "--keep-going", "--tag-output", "-np", str(np_), "--timeout", str(timeout),
            "-x", "CHORUS_TEST_TAG=" + tag, "-x", "CHORUS_TIMEOUT_S=%d" % ELASTIC_TIMEOUT_S,
            trainer] + args
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out_lines, err_lines = [], []
-    readers = [threading.Thread(target=lambda f, into: into.extend(f), args=(p.stdout, out_lines)),
-               threading.Thread(target=lambda f, into: into.extend(f), args=(p.stderr, err_lines))]
-    for t in readers:
-        t.start()
-    try:
-        t0 = time.time()
-        while not any("parameter-server plan" in l for l in out_lines):
-            if p.poll() is not None or time.time() - t0 > 120:
-                raise Failure("the job did not start:\n" + "".join(out_lines + err_lines))
-            time.sleep(0.05)
-        time.sleep(after_s)
-        pid = find_rank_pid(tag, victim)
-        if pid is None:
-            raise Failure(f"rank {victim} not found (finished already?)")
-        os.kill(pid, signal.SIGKILL)
-        killed = time.time()
-        print(f"SIGKILLed rank {victim} (pid {pid})", flush=True)
-        p.wait(timeout=timeout + 30)
-        took = time.time() - killed
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        for t in readers:
-            t.join(timeout=10)
-    return p.returncode, "".join(out_lines), "".join(err_lines), took
+    return run_killing_a_rank(cmd, tag, lambda l: "parameter-server plan" in l, victim, after_s,
+                              timeout, "the shard plan appeared")
 
 
 def case_ps_server_killed(chorusrun, trainer, tmp):
