@@ -1,7 +1,7 @@
 // repro_check.cc — reproducible mode's checker (docs/REPRODUCIBLE.md): are reductions bit for
 // bit the rank-order result ((x0 OP x1) OP x2) OP ... ?
 //
-//   chorusrun -np N repro_check [--expect exact|report] [--threads N] [--seed S]
+//   chorusrun -np N repro_check [--expect exact|report|differ] [--threads N] [--seed S]
 //       [--types float32,float64,bfloat16,float16] [--ops sum,avg,prod]
 //       [--colls all_reduce,reduce,reduce_scatter] [--counts 1,7,1000,...]
 //       [--registered both|yes|no] [--verbose]
@@ -15,8 +15,9 @@
 // library's result bit for bit.
 //   --expect exact   (default) any differing bit fails: the case, the first differing
 //                    element, both values; exit 1 on every rank.
-//   --expect report  counts the cases that differ from the reference and exits 0 (the
-//                    default mode's runs: they should differ somewhere).
+//   --expect report  counts the cases that differ from the reference and exits 0.
+//   --expect differ  the same, but fails when no case differs: a default-mode run that shows
+//                    the check can see a different order (so an exact pass means something).
 // Every run prints a digest (FNV-1a of every rank's results, in rank order) so two runs can
 // be compared.
 //
@@ -43,6 +44,7 @@ namespace {
 // ---------------------------------------------------------------------- options ----------
 struct Options {
   bool exact = true;
+  bool differ = false;  // --expect differ: fail unless some result differs
   int threads = 0;  // > 0: ranks as threads of this process
   uint64_t seed = 12345;
   std::vector<std::string> types{"float32", "float64", "bfloat16", "float16"};
@@ -64,7 +66,7 @@ std::vector<std::string> splitList(const std::string& s) {
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "repro_check: %s\nusage: repro_check [--expect exact|report] [--threads N] "
+               "repro_check: %s\nusage: repro_check [--expect exact|report|differ] [--threads N] "
                "[--seed S] [--types LIST] [--ops sum,avg,prod] [--colls LIST] [--counts LIST] "
                "[--registered both|yes|no] [--verbose]\n",
                msg);
@@ -81,8 +83,10 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--expect") {
       const std::string v = val();
-      if (v != "exact" && v != "report") usage("--expect takes exact or report");
+      if (v != "exact" && v != "report" && v != "differ")
+        usage("--expect takes exact, report or differ");
       o.exact = v == "exact";
+      o.differ = v == "differ";
     } else if (a == "--threads") {
       o.threads = std::atoi(val().c_str());
     } else if (a == "--seed") {
@@ -463,15 +467,46 @@ int finish(Rank& me, const Options& o, long fails) {
     const char* env = std::getenv("CHORUS_REPRODUCIBLE");
     std::printf("repro_check: %d ranks, %lld checked results, %lld differ from the rank-order "
                 "reference (CHORUS_REPRODUCIBLE=%s, expect %s); digest %016" PRIx64 "\n",
-                me.n, sums[2], sums[1], env ? env : "", o.exact ? "exact" : "report", all);
+                me.n, sums[2], sums[1], env ? env : "",
+                o.exact ? "exact" : o.differ ? "differ" : "report", all);
+    if (o.differ && sums[1] == 0)
+      std::printf("repro_check: FAIL: --expect differ, yet every result is the rank-order one\n");
     std::fflush(stdout);
   }
+  if (o.differ && sums[1] == 0) return 1;
   return sums[0] != 0 ? 1 : 0;
 }
 
 }  // namespace
 
+// --check-config: chorusConfig_t.reproducible outside {0, 1, CHORUS_CONFIG_UNDEF_INT} is
+// refused with chorusInvalidArgument and a message naming the field; 1 is accepted (1 rank).
+int checkConfig() {
+  chorusUniqueId id;
+  chorusComm_t c = nullptr;
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.reproducible = 2;
+  if (chorusGetUniqueId(&id) != chorusSuccess) return 1;
+  const chorusResult_t r = chorusCommInitRankConfig(&c, 1, id, 0, &cfg);
+  const std::string msg = chorusGetLastError(nullptr);
+  if (r != chorusInvalidArgument || msg.find("config->reproducible is 2") == std::string::npos) {
+    std::fprintf(stderr, "repro_check: reproducible = 2 gave %s (%s)\n", chorusGetErrorString(r),
+                 msg.c_str());
+    return 1;
+  }
+  cfg.reproducible = 1;
+  if (chorusGetUniqueId(&id) != chorusSuccess ||
+      chorusCommInitRankConfig(&c, 1, id, 0, &cfg) != chorusSuccess) {
+    std::fprintf(stderr, "repro_check: reproducible = 1 refused: %s\n", chorusGetLastError(nullptr));
+    return 1;
+  }
+  chorusCommDestroy(c);
+  std::printf("repro_check: config checks passed (2 refused: %s)\n", msg.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--check-config") == 0) return checkConfig();
   const Options o = parse(argc, argv);
   if (o.threads > 0) {
     chorusUniqueId id;
