@@ -92,6 +92,37 @@ def check_windows(tool):
     assert pr.window_cut([4500, 14000]) is None
     print("perf-rounds windows: per-window medians from the probes, none from scheduler noise")
     check_pairs(pr)
+    check_peer_table(pr)
+
+
+def check_peer_table(pr):
+    """Several peers (--libs chorus,mpi,impi,ccl): each peer's median and ratio, the best peer
+    at each size and the ratio against it, '-' for a collective a peer lacks; the per-window
+    table's ratio is against the best peer too."""
+    row = lambda t: {"time_us": str(t), "busbw": "1"}
+    runs = []
+    for rnd, times in enumerate(([2.0, 4.0, 3.0, 8.0], [2.2, 5.0, 2.0, 9.0],
+                                 [1.8, 4.5, 2.5, 7.0]), 1):
+        for lib, t in zip(("chorus", "mpi", "impi", "ccl"), times):
+            runs.append((rnd, lib, "all_reduce", 2, {8: row(t), 64: row(10 * t)}, 110.0))
+    runs += [(1, "chorus", "gather", 2, {8: row(1.0)}, 110.0),
+             (1, "mpi", "gather", 2, {8: row(0.5)}, 110.0),
+             (1, "impi", "gather", 2, {8: row(3.0)}, 110.0)]
+    peers = ["mpi", "impi", "ccl"]
+    libs = ["chorus"] + peers
+    lines = pr.main_table(pr.summarize(runs, "all_reduce", 2, libs), peers)
+    assert lines[0].startswith("| size | Chorus median µs | Chorus best µs | Open MPI median") \
+        and "ratio vs best peer" in lines[0], lines[0]
+    # Medians: Chorus 2.0 (best 1.8), Open MPI 4.5, Intel MPI 2.5, oneCCL 8.0.
+    assert lines[2] == ("| 8 B | 2.00 | 1.80 | 4.50 | 2.50 | 8.00 | 2.25 | 1.25 | 4.00 | "
+                        "Intel MPI | 1.25 | 0.90 |"), lines[2]
+    assert lines[3].startswith("| 64 B | 20.00 | 18.00 | 45.00 | 25.00 | 80.00 |"), lines[3]
+    lines = pr.main_table(pr.summarize(runs, "gather", 2, libs), peers)
+    assert lines[2] == ("| 8 B | 1.00 | 1.00 | 0.50 | 3.00 | - | 0.50 | 3.00 | - | "
+                        "Open MPI | 0.50 | 1.00 |"), lines[2]
+    win = [l for l in pr.window_table(runs, "gather", 2, 200.0, peers) if l.startswith("| 8 B")]
+    assert win == ["| 8 B | fast | 1.00 (1) | 0.50 (1) | 3.00 (1) | - | 0.50 | 1.00 |"], win
+    print("perf-rounds peers: each peer's ratio, the best peer and the ratio against it")
 
 
 def check_pairs(pr):
