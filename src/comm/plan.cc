@@ -67,6 +67,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.singleCopyBytes = pm.allShm && comm->plans.descFits ? pm.threshold : ~size_t{0};
   k.cma = pm.cma;
   k.cmaLimit = pm.cmaLimit;
+  k.crowded = comm->maxRanksPerKernelCpu > 1.0;
   return k;
 }
 
