@@ -77,6 +77,8 @@ chorusResult_t runWithSlotStores(chorusComm* comm, const CollArgs& a, const Plan
 
 // The algorithms, one per file.
 chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);
+/// Direct on the FIFOs (crowded same-host calls, choosePlan): block r is reduced by rank r.
+chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p);

@@ -3,6 +3,8 @@
 // direct (LL): every rank sends its whole (small) input to every other rank on the
 //   low-latency path and reduces all inputs in rank order: one hop of latency, and every
 //   rank computes the same bits because the order is the same everywhere.
+// direct on the FIFOs (where ranks crowd their CPUs on one host): block r reduced by rank
+//   r from every rank's slot, then sent to every rank.
 // ring: reduce-scatter then all-gather around the ring, in pieces so the ranks pipeline;
 //   each element is reduced exactly once, by its owner, then copied around.
 // tree: double binary tree (topology-driven, comm->trees): half of the data reduced up and
@@ -186,6 +188,52 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
     std::memcpy(acc, a.sendbuf, a.count * p.elemSize());
   return doublingAmong(
       comm, a, p, comm->nranks, comm->rank, [](int i) { return i; }, acc);
+}
+
+// Direct on the FIFOs: in each loop every rank sends block c of its input to rank c, rank r
+// folds the n - 1 blocks it gets into its own (pre(own) OP from r-1 OP from r-2 ..., the
+// same order every call; only rank r computes block r, so every rank gets the same bits),
+// then sends the result to every rank and receives theirs. Per piece a rank waits twice, for
+// whichever peers have run (the ring waits 2(n-1) times, each for one particular peer), so
+// where ranks outnumber their CPUs (choosePlan) fewer waits cost a scheduler turn. The bytes
+// moved are the ring's. A FIFO carries a peer's block then its result, in the order the
+// peer reads them, so one free slot per direction is enough to make progress.
+// In place, block c of our input is sent before the result for block c overwrites it, and
+// block r is reduced in place element by element.
+chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                   Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::Simple);
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize();
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  const size_t count = a.count;
+  const size_t loopElems = pieceElems * static_cast<size_t>(n);
+  for (size_t base = 0; base < count; base += loopElems) {
+    const size_t chunk = std::min(pieceElems, (count - base + n - 1) / static_cast<size_t>(n));
+    auto off = [&](int c) { return std::min(base + static_cast<size_t>(c) * chunk, count); };
+    auto len = [&](int c) {
+      return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c);
+    };
+    for (int k = 1; k < n; ++k) {
+      const int to = (rank + k) % n;
+      CHORUS_CHECK(p.send(to, in + off(to) * elem, len(to), true));
+    }
+    const size_t mine = off(rank) * elem, cnt = len(rank);
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank - k + n) % n;
+      // dst = post?(slot OP pre?(local)): our own block, pre-multiplied, on the first fold.
+      CHORUS_CHECK(p.recvReduceCopy(from, k == 1 ? in + mine : out + mine, out + mine, cnt,
+                                    k == n - 1, k == 1));
+    }
+    for (int k = 1; k < n; ++k) CHORUS_CHECK(p.send((rank + k) % n, out + mine, cnt, false));
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank - k + n) % n;
+      CHORUS_CHECK(p.recv(from, out + off(from) * elem, len(from)));
+    }
+  }
+  return chorusSuccess;
 }
 
 static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,

@@ -68,6 +68,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.cma = pm.cma;
   k.cmaLimit = pm.cmaLimit;
   k.reproducible = t.reproducible;
+  k.crowded = comm->maxRanksPerKernelCpu > 1.0;
   return k;
 }
 

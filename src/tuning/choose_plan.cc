@@ -76,6 +76,23 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     // receiver's turn on a CPU; measured, 4 x 1: 64 KiB pieces 1.1-1.9x slower).
     p.pieceBytes = k.slotBytes;
   }
+  // --- crowded same-host all-reduce (issue 38) ---
+  // Where ranks outnumber their CPUs and more than two share a host, every ring step waits
+  // for one particular peer to be scheduled: 2(n-1) waits per piece. The direct schedule on
+  // the FIFOs (allReduceDirectFifo) waits twice per piece, for whichever peers ran, and
+  // moves the same bytes; one piece per rank's share. Up to shares of a quarter slot: above,
+  // the ring's pipelined pieces won (np 4 on 2 CPUs, AMD EPYC: direct 1.2-1.8x the ring
+  // from 32 to 512 KiB, 0.45-0.65x from 2 MiB; docs/PERF.md#perf-crowded-direct).
+  if (coll == Coll::AllReduce && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
+      k.slotBytes > 0 && bytes > k.llBytes &&
+      bytes / static_cast<size_t>(k.nranks) <= k.slotBytes / 4 &&
+      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
+    p.algo = Algo::Direct;
+    p.proto = Proto::Simple;
+    p.pieceBytes = (bytes / static_cast<size_t>(k.nranks) + 63) & ~static_cast<size_t>(63);
+  }
+  // --- end crowded same-host all-reduce ---
   switch (coll) {
     case Coll::AllToAll:
     case Coll::Scatter:

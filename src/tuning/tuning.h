@@ -265,6 +265,9 @@ struct PlanKnobs {
   bool cma = false;              // process_vm_readv/writev works between every local pair
   size_t cmaLimit = ~size_t{0};  // CHORUS_CMA_MAX: CMA only for results below this
   bool reproducible = false;     // CHORUS_REPRODUCIBLE: reductions add in rank order
+  /// Some kernel runs more of the job's ranks than it has CPUs (chorusComm::
+  /// maxRanksPerKernelCpu > 1; the same on every rank).
+  bool crowded = false;
 };
 
 /// What a call brings besides its collective and size.

@@ -551,6 +551,43 @@ TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
   EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::Fifo);
 }
 
+// Ranks outnumbering their CPUs on one host (more than two): all-reduce above the LL
+// threshold runs direct on the FIFOs, one piece per rank's share, while a share is at most
+// a quarter slot, where the restriction allows direct; otherwise (larger, not crowded, two
+// ranks, not one host, ring named) the tables' choice as before.
+TEST(ChoosePlan, CrowdedSameHostAllReduceRunsDirectOnTheFifos) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  k.crowded = true;
+  auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
+    return chorus::choosePlan(&t, k, c, bytes);
+  };
+  using chorus::Proto;
+  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Direct);
+  EXPECT_EQ(plan(kAll, 256 * K).proto, Proto::Simple);
+  EXPECT_FALSE(plan(kAll, 256 * K).fallback);
+  EXPECT_EQ(plan(kAll, 256 * K).pieceBytes, 64 * K);           // one piece per block
+  EXPECT_EQ(plan(kAll, 100 * K + 8).pieceBytes, 25 * K + 64);  // rounded up to a line
+  EXPECT_EQ(plan(kAll, 64 << 20).pieceBytes, 512 * K);         // never above a slot
+  EXPECT_EQ(plan(kAll, 16 * K).proto, Proto::LL);              // LL-sized: direct/LL as before
+  EXPECT_EQ(plan(R, 256 * K).algo, Algo::Ring);                // ring named: the ring
+  for (Coll c : {Coll::AllGather, Coll::Broadcast, Coll::ReduceScatter})
+    EXPECT_EQ(plan(kAll, 256 * K, c).algo, Algo::Ring);  // not this rule
+  k.crowded = false;
+  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
+  k.crowded = true;
+  k.allShm = false;
+  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
+  k.allShm = true;
+  k.nranks = 2;
+  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
+}
+
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   // Over a socket the next piece travels while this one is reduced: a quarter of a half,
   // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.
