@@ -162,10 +162,12 @@ const ParamInfo kParams[] = {
      "1: collectives over TCP hand the kernel their pieces where they lie (the caller's "
      "buffers), and a call returns once the kernel has taken them; 0: each piece is copied "
      "into a send slot first."},
-    {"CHORUS_SPIN_STREAM_NS", "-1",
+    {"CHORUS_SPIN_STREAM_NS", "-2",
      "A number >= 0: a host stream's worker thread spins at most this long (ns) before it "
      "sleeps on its doorbell, whatever the learnt budget (its caller is not blocked: DDP's "
-     "backward pass computes beside it); -1: no cap. Not a cap on a fixed CHORUS_SPIN_NS."},
+     "backward pass computes beside it); -1: no cap; -2: no spin while more tasks are "
+     "runnable than the machine has CPUs, no cap otherwise. Not a cap on a fixed "
+     "CHORUS_SPIN_NS."},
     {"CHORUS_REPRODUCIBLE", "0",
      "1: every floating-point sum, product and average (all-reduce, reduce, reduce-scatter) "
      "adds in rank order, the same bits whatever the algorithm, protocol, slot size, "

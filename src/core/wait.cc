@@ -30,6 +30,43 @@ constexpr int64_t kUnstackGapNs = 100000000;  // 100 ms
 // Per thread, not per process: only the threads that set it (stream workers) spin less.
 thread_local int64_t threadSpinCapNs = -1;
 
+// kSpinCapWhenCrowded: whether more tasks are runnable than the machine has CPUs, from
+// /proc/loadavg looked at no more than every kCrowdLookNs by this thread. The count includes
+// this waiter: beside DDP's backward pass (one compute thread a rank or more, on every core)
+// it exceeds the CPUs, so a spin takes a core from a compute thread; once the callers block
+// on the result, only the workers are left and they spin as before.
+constexpr int64_t kCrowdLookNs = 1000000;
+struct CrowdLook {
+  int fd = -1;
+  int cpus = 0;
+  int64_t lookedNs = INT64_MIN;
+  bool crowded = false;
+  ~CrowdLook() {
+    if (fd >= 0) close(fd);
+  }
+};
+thread_local CrowdLook threadCrowdLook;
+
+bool cpusCrowded(int64_t now) {
+  CrowdLook& c = threadCrowdLook;
+  if (c.lookedNs != INT64_MIN && now - c.lookedNs < kCrowdLookNs) return c.crowded;
+  c.lookedNs = now;
+  if (c.fd < 0) {
+    c.fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    c.cpus = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  }
+  char buf[128];
+  const ssize_t n = c.fd >= 0 ? pread(c.fd, buf, sizeof(buf) - 1, 0) : -1;
+  if (n <= 0) return c.crowded = false;
+  buf[n] = '\0';
+  const char* p = buf;
+  for (int field = 0; field < 3 && p; ++field) {
+    p = strchr(p, ' ');
+    if (p) ++p;
+  }
+  return c.crowded = p && atoi(p) > c.cpus;
+}
+
 bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
   if (now - policy->lastUnstackNs.load(std::memory_order_relaxed) < kUnstackGapNs) return false;
   policy->lastUnstackNs.store(now, std::memory_order_relaxed);
@@ -137,8 +174,9 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
   const int64_t start = nowNs();
   int64_t budget =
       w.policy ? w.policy->spinNs.load(std::memory_order_relaxed) : WaitPolicy::kDefaultSpinNs;
-  if (threadSpinCapNs >= 0 && (!w.policy || w.policy->adaptive))
-    budget = std::min(budget, threadSpinCapNs);
+  const bool capApplies = !w.policy || w.policy->adaptive;
+  if (threadSpinCapNs >= 0 && capApplies) budget = std::min(budget, threadSpinCapNs);
+  const bool capWhenCrowded = threadSpinCapNs == kSpinCapWhenCrowded && capApplies;
   const int64_t spinUntil = start + budget;
   const int64_t deadline = w.deadlineNs > 0 ? w.deadlineNs : start - w.deadlineNs;
   int64_t nextPeerCheck = start + kPeerCheckNs;
@@ -188,10 +226,16 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     if (peerHere && w.policy && w.policy->unstack && moveOffPeersCpu(w.policy, cpuPlusOne - 1, t))
       continue;  // now on another CPU: spin there
     if (t < spinUntil && !peerHere) {
-      // More runnable tasks than CPUs: a spin past busySpinNs only spends this waiter's
-      // share of its CPU; sleep, and let the writer's ring run it again.
-      if (busySpin <= 0 || t - start < busySpin || !w.policy->machineBusy(t)) continue;
-      sleptBusy = true;
+      // A stream worker whose process's (or a peer's) compute wants the cores: sleep at
+      // once, the compute keeps the core, and the writer's ring runs the worker again.
+      // Otherwise, more runnable tasks than CPUs: a spin past busySpinNs only spends this
+      // waiter's share of its CPU; sleep, and let the writer's ring run it again.
+      if (capWhenCrowded && cpusCrowded(t)) {
+        sleptBusy = true;
+      } else {
+        if (busySpin <= 0 || t - start < busySpin || !w.policy->machineBusy(t)) continue;
+        sleptBusy = true;
+      }
     }
     // Where the host's own ranks crowd its CPUs, whoever runs next on this CPU is most
     // likely another rank of the job: yielding hands it the CPU without the system call

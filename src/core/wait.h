@@ -160,12 +160,17 @@ inline void wakeAllWaiters(Doorbell* bell) {
 /// its parent — a launcher slow to wait(), or none at all, must not hide a dead peer).
 bool processGone(int pid);
 
-/// Caps how long waits on the calling thread spin (ns; < 0: no cap, the default). A host
-/// stream's worker sets it from CHORUS_SPIN_STREAM_NS (default -1, no cap: issue 39's A/B on
-/// a loaded machine could not tell the two apart, docs/PERF.md): nobody blocks on its waits
-/// directly, and where its process's compute threads want the cores (DDP's backward pass
-/// beside its bucket all-reduces) every µs it spins is taken from them. A CHORUS_SPIN_NS
-/// fixed by the user (WaitPolicy::adaptive false) is not capped.
+/// setThreadSpinCap's "cap only while the CPUs are crowded": a wait on the thread sleeps
+/// at once while more tasks are runnable than the machine has CPUs (/proc/loadavg, looked at
+/// no more than every ms), and spins its learnt budget otherwise.
+constexpr int64_t kSpinCapWhenCrowded = -2;
+
+/// Caps how long waits on the calling thread spin (ns; -1: no cap; kSpinCapWhenCrowded).
+/// A host stream's worker sets it from CHORUS_SPIN_STREAM_NS (default -2, kSpinCapWhenCrowded):
+/// nobody blocks on its waits directly, and where its process's compute threads want the
+/// cores (DDP's backward pass beside its bucket all-reduces) every µs it spins is taken from
+/// them (issue 39, docs/PERF.md "Training-step time"). A CHORUS_SPIN_NS fixed by the user
+/// (WaitPolicy::adaptive false) is not capped.
 void setThreadSpinCap(int64_t ns);
 
 /// Slow part of waitUntil (out of line: keeps the fast path small).

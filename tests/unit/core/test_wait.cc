@@ -213,6 +213,44 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   EXPECT_EQ(off.sleeps.load(), 0u) << "without the check it spins its budget out";
 }
 
+// A stream worker's cap kSpinCapWhenCrowded: beside more runnable threads than CPUs (a
+// rank's compute threads) its wait sleeps at once, however long the learnt budget; the same
+// thread with no cap spins its budget out.
+TEST(WaitUntil, CrowdedCpusMakeAStreamWorkerSleepAtOnce) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  for (int i = 0; i < cpus + 1; ++i)
+    hogs.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) cpuRelax();
+    });
+  auto waitOnce = [](int64_t cap, uint64_t* sleeps, int64_t* spinNs) {
+    std::thread worker([&] {
+      setThreadSpinCap(cap);
+      Waiting w;
+      w.policy.configure(60000000000, 60000000000, 60000000000, true);  // would spin a minute
+      w.peerBell.cpuPlusOne.store(100000);  // the peer waits on another CPU
+      std::thread writer(publishLater, &w, 40);
+      chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
+                                   w.ctx(20000000000), &w.bell, 0, &w.peerBell);
+      writer.join();
+      EXPECT_EQ(r, chorusSuccess);
+      *sleeps = w.policy.sleeps.load();
+      *spinNs = w.policy.spinNs.load();
+    });
+    worker.join();
+  };
+  uint64_t crowdedSleeps = 0, uncappedSleeps = 0;
+  int64_t crowdedSpin = 0, uncappedSpin = 0;
+  waitOnce(kSpinCapWhenCrowded, &crowdedSleeps, &crowdedSpin);
+  waitOnce(-1, &uncappedSleeps, &uncappedSpin);
+  stop.store(true);
+  for (auto& t : hogs) t.join();
+  EXPECT_GE(crowdedSleeps, 1u) << cpus + 1 << " spinning threads on " << cpus << " CPUs";
+  EXPECT_EQ(crowdedSpin, 60000000000) << "a crowded machine's sleep teaches nothing";
+  EXPECT_EQ(uncappedSleeps, 0u) << "without the cap it spins its budget out";
+}
+
 TEST(WaitPolicy, QuietMachineIsNotBusy) {
   WaitPolicy p;
   EXPECT_FALSE(p.machineBusy(nowNs())) << "the check is off until enabled";
