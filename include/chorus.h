@@ -129,6 +129,10 @@ typedef struct {
                            poll chorusCommGetAsyncError */
   int timeoutSeconds;   /* deadline for every wait; default CHORUS_TIMEOUT_S */
   const char* commName; /* shown in logs; may be NULL */
+  int reproducible;     /* 1: every float sum/prod/avg reduction adds in rank order, the same bits
+                           whatever the algorithm, transport or layout (docs/REPRODUCIBLE.md);
+                           0: the fastest plan; default CHORUS_REPRODUCIBLE (0). Every rank
+                           must give the same value (init fails otherwise). */
 } chorusConfig_t;
 
 #define CHORUS_CONFIG_MAGIC 0xc40c0a11u
@@ -136,7 +140,7 @@ typedef struct {
 #define CHORUS_CONFIG_INITIALIZER                                                              \
   {                                                                                            \
     sizeof(chorusConfig_t), CHORUS_CONFIG_MAGIC, CHORUS_VERSION_CODE, CHORUS_CONFIG_UNDEF_INT, \
-        CHORUS_CONFIG_UNDEF_INT, NULL                                                          \
+        CHORUS_CONFIG_UNDEF_INT, NULL, CHORUS_CONFIG_UNDEF_INT                                 \
   }
 
 /** chorusCommSplit color that leaves the rank out of every new communicator. */

@@ -97,4 +97,10 @@ chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, 
 chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t barrierRun(chorusComm* comm, Prims& p);
 
+/// Reproducible mode (src/algorithms/ordered.cc): whether a collective's result depends on
+/// the order of its operands (floating-point sum, prod, avg, PreMulSum) — PlanCall::orderMatters;
+/// and the rank-order schedules that run plans with Plan::ordered (orderedPlan).
+bool orderMatters(Coll coll, const kernels::ReduceSpec& spec);
+chorusResult_t orderedRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+
 }  // namespace chorus

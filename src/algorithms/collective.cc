@@ -95,7 +95,8 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
   const size_t result = resultBytes(comm, a);
-  const Plan plan = commChoosePlan(comm, a.coll, result, PlanCall{a.sendbuf == a.recvbuf, a.root});
+  const Plan plan = commChoosePlan(comm, a.coll, result,
+                                   PlanCall{a.sendbuf == a.recvbuf, a.root, orderMatters(a.coll, a.spec)});
   PlanCache::Record& rec = comm->plans.record;
   rec.seq = seq;
   rec.coll = a.coll;
@@ -113,6 +114,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   // tcp sends pieces from the caller's buffers (no copy into a slot): the call ends once
   // the kernel holds them (settleSends).
   p.allowSendFromUser();
+  if (plan.ordered) return p.settleSends(orderedRun(comm, a, plan, p));  // reproducible mode
   if (plan.route != Route::SingleCopy) return p.settleSends(runSchedule(comm, a, plan, p));
   // Timed from before the descriptors are swapped to the end of whichever path ran: the
   // copy path is chosen from these times (src/tuning/copy_path.h).

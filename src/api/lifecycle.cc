@@ -32,6 +32,14 @@ chorusResult_t checkConfig(const chorusConfig_t* config, const char* api) {
                 "%s: config->timeoutSeconds is %d; it must be > 0 (or CHORUS_CONFIG_UNDEF_INT "
                 "for CHORUS_TIMEOUT_S)",
                 api, config->timeoutSeconds);
+  // Appended field: read only where the caller's struct has it.
+  if (config->size >= offsetof(chorusConfig_t, reproducible) + sizeof(int) &&
+      config->reproducible != CHORUS_CONFIG_UNDEF_INT && config->reproducible != 0 &&
+      config->reproducible != 1)
+    CHORUS_FAIL(chorusInvalidArgument,
+                "%s: config->reproducible is %d; it must be 0, 1 or CHORUS_CONFIG_UNDEF_INT "
+                "(for CHORUS_REPRODUCIBLE)",
+                api, config->reproducible);
   return chorusSuccess;
 }
 
@@ -199,7 +207,11 @@ static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
     return r;
   }
   if (!s.member) return chorusSuccess;
-  r = initRank(newcomm, s.nranks, s.id, s.rank, config, "chorusCommSplit");
+  // Without a config the child keeps the parent's reproducible mode (NCCL's children inherit
+  // the parent's config), whatever CHORUS_REPRODUCIBLE says.
+  chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
+  inherited.reproducible = comm->tuning.reproducible ? 1 : 0;
+  r = initRank(newcomm, s.nranks, s.id, s.rank, config ? config : &inherited, "chorusCommSplit");
   if (r != chorusSuccess && r != chorusInProgress) commRecordError(comm, r);
   return r;
 }
@@ -272,6 +284,7 @@ static chorusResult_t chorusCommShrinkImpl(chorusComm_t comm, const int* exclude
   // The new communicator keeps the parent's timeout unless the config says otherwise.
   chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
   inherited.timeoutSeconds = static_cast<int>(std::max<int64_t>(1, comm->timeoutNs / 1000000000ll));
+  inherited.reproducible = comm->tuning.reproducible ? 1 : 0;
   r = initRank(newcomm, s.nranks, s.id, s.rank, config ? config : &inherited, "chorusCommShrink");
   if (r == chorusSuccess)
     CHORUS_INFO(kLogInit, "rank %d: shrink to %d ranks done in %.3f s; now rank %d", comm->rank,

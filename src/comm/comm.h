@@ -68,6 +68,7 @@ struct CommTuning {
   int spin;                // polls before the first clock read (0 where ranks outnumber cores)
   std::string algo;        // CHORUS_ALGO
   std::string proto;       // CHORUS_PROTO
+  bool reproducible = false;  // CHORUS_REPRODUCIBLE / chorusConfig_t: sums in rank order
 };
 
 /// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the
@@ -86,6 +87,7 @@ struct PlanCache {
   Coll lastColl = Coll::AllReduce;
   size_t lastBytes = 0;
   bool lastInPlace = false;
+  bool lastOrderMatters = true;  // PlanCall::orderMatters (reproducible mode's plans differ)
   Plan last{};
   /// Set with the tables: CHORUS_ALGO_STRICT (a call the restriction cannot run fails), and
   /// whether a single-copy descriptor fits every peer's LL message.

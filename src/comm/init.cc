@@ -10,6 +10,7 @@
 #include "src/comm/peer_exchange.h"
 #include "src/comm/comm.h"
 #include "src/comm/hostid.h"
+#include "src/comm/reproducible.h"
 #include "src/core/checks.h"
 #include "src/core/live_handles.h"
 #include "src/core/debug.h"
@@ -352,6 +353,8 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   // Ranks bound one per core see one CPU each; what decides whether they crowd each other
   // is how many CPUs the host's ranks have between them. Every rank computes every host's
   // figure from the same table, so the cost model's inputs agree everywhere.
+  // Reproducible mode must be the same on every rank (one more small all-gather).
+  CHORUS_CHECK(commAgreeReproducible(comm, reproducibleRequested(config)));
   setHostCpus(&comm->peers);
   comm->ncpus = comm->peers[static_cast<size_t>(rank)].ncpus;
   comm->localRanks =

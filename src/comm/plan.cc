@@ -67,6 +67,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.singleCopyBytes = pm.allShm && comm->plans.descFits ? pm.threshold : ~size_t{0};
   k.cma = pm.cma;
   k.cmaLimit = pm.cmaLimit;
+  k.reproducible = t.reproducible;
   return k;
 }
 
@@ -83,6 +84,7 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
   // which reports every call, takes the long way).
   const bool fromMemo = memo.lastValid && memo.lastColl == coll && memo.lastBytes == bytes &&
                         memo.lastInPlace == call.inPlace &&
+                        memo.lastOrderMatters == call.orderMatters &&
                         !logEnabled(LogLevel::Trace, kLogTuning);
   if (fromMemo) {
     p = memo.last;
@@ -93,6 +95,7 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
     memo.lastColl = coll;
     memo.lastBytes = bytes;
     memo.lastInPlace = call.inPlace;
+    memo.lastOrderMatters = call.orderMatters;
     memo.last = p;
     if (tab != nullptr && logEnabled(LogLevel::Info, kLogTuning)) {
       // Once per power-of-two size bucket and collective: the plan.

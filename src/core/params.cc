@@ -166,6 +166,11 @@ const ParamInfo kParams[] = {
      "A number >= 0: a host stream's worker thread spins at most this long (ns) before it "
      "sleeps on its doorbell, whatever the learnt budget (its caller is not blocked: DDP's "
      "backward pass computes beside it); -1: no cap. Not a cap on a fixed CHORUS_SPIN_NS."},
+    {"CHORUS_REPRODUCIBLE", "0",
+     "1: every floating-point sum, product and average (all-reduce, reduce, reduce-scatter) "
+     "adds in rank order, the same bits whatever the algorithm, protocol, slot size, "
+     "transport or host layout for a given world size (docs/REPRODUCIBLE.md); 0: the fastest "
+     "plan. chorusConfig_t::reproducible overrides it per communicator; every rank must agree."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

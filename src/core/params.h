@@ -68,6 +68,7 @@ enum class Param : int {
   TcpPairLane,         // CHORUS_TCP_PAIR_LANE
   TcpSendFromUser,     // CHORUS_TCP_SEND_FROM_USER
   SpinStreamNs,        // CHORUS_SPIN_STREAM_NS
+  Reproducible,        // CHORUS_REPRODUCIBLE
   Count
 };
 

@@ -41,6 +41,8 @@ bool singleCopyColl(Coll coll, size_t bytes, const PlanCall& call) {
 
 Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                 const PlanCall& call) {
+  Plan ordered{Algo::Direct, Proto::Simple, 0, false};
+  if (orderedPlan(tables, k, coll, bytes, call, &ordered)) return ordered;
   const int perShare = tables != nullptr && k.nranks > 1 ? tables->piecesPerShare : 4;
   Plan p{Algo::Ring, Proto::Simple, pieceBytesOf(k.nranks, k.slotBytes, perShare, bytes),
          bytes >= k.ntBytes};
@@ -119,14 +121,17 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
 }
 
 std::string planText(const Plan& p) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s/%s, pieces of %zu B%s%s%s", algoName(p.algo),
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s/%s, pieces of %zu B%s%s%s%s", algoName(p.algo),
                 protoName(p.proto), p.pieceBytes, p.streaming ? ", streaming stores" : "",
                 p.route == Route::SingleCopy
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.fallback ? "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead" : "");
+                p.ordered ? ", rank order (CHORUS_REPRODUCIBLE)" : "",
+                !p.fallback ? ""
+                : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order: this instead"
+                            : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");
   return buf;
 }
 

@@ -45,6 +45,7 @@ struct Plan {
   bool cma = false;       // single copy may use CMA for buffers that are not registered
   bool cmaTimed = false;  // `cma` is this rank's timed pick for every rank (CHORUS_CMA_MAX=auto)
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
+  bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
 };
 
 /// How single copy reached the peers' buffers in a call that took it.
@@ -57,6 +58,7 @@ struct Ran {
   Algo algo = Algo::Ring;
   Proto proto = Proto::Simple;
   PathRan path = PathRan::Fifo;
+  bool ordered = false;  // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -262,12 +264,17 @@ struct PlanKnobs {
   size_t singleCopyBytes = ~size_t{0};
   bool cma = false;              // process_vm_readv/writev works between every local pair
   size_t cmaLimit = ~size_t{0};  // CHORUS_CMA_MAX: CMA only for results below this
+  bool reproducible = false;     // CHORUS_REPRODUCIBLE: reductions add in rank order
 };
 
 /// What a call brings besides its collective and size.
 struct PlanCall {
   bool inPlace = false;  // output = input
   int root = 0;          // rooted collectives: the root
+  /// The reduction's result depends on the order of its operands (floating-point sum, prod,
+  /// avg, pre-multiplied sum); integers, min and max do not (reproducible mode keeps their
+  /// default plan).
+  bool orderMatters = true;
 };
 
 /// The whole decision for one call, chosen by choosePlan alone; the algorithms obey it.
@@ -286,6 +293,14 @@ struct PlanCall {
 /// otherwise run direct on the FIFOs.
 Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                 const PlanCall& call = PlanCall{});
+
+/// Reproducible mode (k.reproducible; docs/REPRODUCIBLE.md): for an all-reduce, reduce or
+/// reduce-scatter whose result depends on the order (call.orderMatters) on 3 or more ranks,
+/// sets *p to the rank-order plan and returns true (src/tuning/ordered_plan.cc): direct on
+/// LL up to CHORUS_LL_THRESHOLD, direct on the FIFOs (Simple) above, always Route::Fifo.
+/// On 1 or 2 ranks every plan adds in rank order already (a + b == b + a in IEEE).
+bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
+                 const PlanCall& call, Plan* p);
 
 /// One line naming a plan ("ring/Simple, pieces of 64 KiB, single copy (CMA)"), for logs.
 std::string planText(const Plan& p);

@@ -1,0 +1,238 @@
+// ordered.cc — reproducible mode's schedules (orderedPlan, src/tuning/ordered_plan.cc): every
+// element's n contributions are added on one rank, the element's owner, in rank order,
+// ((x0 OP x1) OP x2) OP ..., so the bits depend only on the inputs and the world size.
+//
+// Why the order holds, whatever else changes (docs/ARCHITECTURE.md, "Reproducible mode"):
+//  - Each output element is computed once, on its owner, by one loop over r = 0 .. n-1; a
+//    peer's contribution is waited for in that loop, so arrival order, piece size, slot
+//    size, transport and thread or process ranks change when it runs, never what it adds.
+//  - Pieces cut the elements, never the sum: an element is in exactly one piece, and every
+//    piece runs the same loop.
+//  - A contribution arrives pre-multiplied by its sender (avg, PreMulSum), as every other
+//    schedule sends it; pre(x) is one rounding of x alone, the same on any rank.
+//  - The kernels' a OP b equals b OP a bit for bit (IEEE add and multiply commute; 16-bit
+//    floats widen exactly and round once), so which operand is "local" does not matter.
+//  - The other ranks get the result by copies only (all-gather, gather): no arithmetic.
+// Up to CHORUS_LL_THRESHOLD the existing direct schedules on LL already add in rank order
+// (allReduceDirect, the direct reduce-scatter); this file adds the rest.
+#include <algorithm>
+#include <cstring>
+
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
+
+namespace chorus {
+
+using kernels::kApplyPost;
+using kernels::kApplyPre;
+
+bool orderMatters(Coll coll, const kernels::ReduceSpec& s) {
+  if (coll != Coll::AllReduce && coll != Coll::Reduce && coll != Coll::ReduceScatter) return false;
+  const bool isFloat = s.type == chorusFloat16 || s.type == chorusBfloat16 ||
+                       s.type == chorusFloat32 || s.type == chorusFloat64;
+  return isFloat && (s.kind == kernels::ReduceKind::Sum || s.kind == kernels::ReduceKind::Prod);
+}
+
+namespace {
+
+// An all-reduce's elements cut in n blocks, block r owned by rank r; block sizes a multiple
+// of a cache line (the last ones shorter or empty).
+struct Blocks {
+  size_t per = 0, count = 0;
+  size_t lo(int r) const { return std::min(count, per * static_cast<size_t>(r)); }
+  size_t len(int r) const { return lo(r + 1) - lo(r); }
+};
+
+Blocks blocksOf(size_t count, int n, size_t elem) {
+  const size_t line = std::max<size_t>(1, 64 / elem);
+  Blocks b;
+  b.count = count;
+  b.per = ((count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n) + line - 1) / line * line;
+  return b;
+}
+
+// What one ordered exchange needs: rank t's block of this rank's input is at in(t), len(t)
+// elements; this rank's own block's result goes to acc, its own contribution read from mine.
+struct Exchange {
+  const char* in;          // this rank's input, block t at in + inOff(t)
+  size_t inStride;         // reduce-scatter: block t at t * inStride; else 0 (use blocks)
+  Blocks blocks;           // all-reduce / reduce: the element blocks
+  char* acc;               // this rank's block of the result
+  const char* mine;        // this rank's contribution to its own block
+  size_t elems(int t) const { return inStride ? blocks.per : blocks.len(t); }
+  const char* from(int t, size_t elem) const {
+    return in + (inStride ? static_cast<size_t>(t) * inStride : blocks.lo(t) * elem);
+  }
+};
+
+// One round of the direct reduce-scatter: this rank's piece [off, off + pieceElems) of every
+// other rank's block goes to that rank; then its own block's piece is summed in rank order.
+// Every rank sends all its pieces of a round before it receives any, and each FIFO carries a
+// pair's messages in the order both sides walk them, so no cycle of full FIFOs can form
+// (round k's sends wait only for round k-1's receives, which wait only for round k-1's sends).
+chorusResult_t reduceRound(chorusComm* comm, const Exchange& x, Prims& p, size_t off,
+                           size_t pieceElems) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize();
+  for (int k = 1; k < n; ++k) {
+    const int t = (rank + k) % n;
+    if (off >= x.elems(t)) continue;
+    const size_t cnt = std::min(pieceElems, x.elems(t) - off);
+    CHORUS_CHECK(p.send(t, x.from(t, elem) + off * elem, cnt, true));
+  }
+  if (off >= x.elems(rank)) return chorusSuccess;
+  const size_t cnt = std::min(pieceElems, x.elems(rank) - off);
+  const kernels::ReduceSpec& spec = p.spec();
+  char* d = x.acc + off * elem;
+  const char* own = x.mine + off * elem;
+  for (int r = 0; r < n; ++r) {  // the rank order: the whole point of this file
+    const unsigned post = r == n - 1 ? kApplyPost : 0u;
+    if (r == rank)
+      kernels::reduce(spec, d, r == 0 ? nullptr : d, own, cnt, kApplyPre | post);
+    else if (r == 0)
+      CHORUS_CHECK(p.recv(0, d, cnt));  // pre-multiplied by its sender
+    else
+      CHORUS_CHECK(p.recvReduceCopy(r, d, d, cnt, post != 0, false));
+  }
+  return chorusSuccess;
+}
+
+// This rank's own contribution, kept safe where its result overwrites it (in place). Rank 0
+// reads its own piece before writing it, so it needs no copy.
+const char* ownContribution(chorusComm* comm, const char* mine, const char* acc, size_t bytes) {
+  const bool overlap = mine < acc + bytes && acc < mine + bytes;
+  if (!overlap || comm->rank == 0 || bytes == 0) return mine;
+  void* t = comm->scratch.get(comm->scratch.a, bytes);
+  std::memcpy(t, mine, bytes);
+  return static_cast<const char*>(t);
+}
+
+size_t pieceElemsOf(const Plan& plan, size_t elem) {
+  return std::max<size_t>(1, plan.pieceBytes / elem);
+}
+
+chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize();
+  Exchange x{static_cast<const char*>(a.sendbuf), 0, blocksOf(a.count, n, elem), nullptr, nullptr};
+  char* out = static_cast<char*>(a.recvbuf);
+  x.acc = out + x.blocks.lo(rank) * elem;
+  x.mine = ownContribution(comm, x.in + x.blocks.lo(rank) * elem, x.acc, x.blocks.len(rank) * elem);
+  const size_t pieceElems = pieceElemsOf(plan, elem);
+  for (size_t off = 0; off < x.blocks.per; off += pieceElems) {
+    CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
+    // All-gather of this round's pieces: copies only.
+    if (off < x.blocks.len(rank)) {
+      const size_t cnt = std::min(pieceElems, x.blocks.len(rank) - off);
+      for (int k = 1; k < n; ++k) CHORUS_CHECK(p.send((rank + k) % n, x.acc + off * elem, cnt, false));
+    }
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank - k + n) % n;
+      if (off >= x.blocks.len(from)) continue;
+      const size_t cnt = std::min(pieceElems, x.blocks.len(from) - off);
+      CHORUS_CHECK(p.recv(from, out + (x.blocks.lo(from) + off) * elem, cnt));
+    }
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t orderedReduceScatter(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                    Prims& p) {
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  Exchange x{static_cast<const char*>(a.sendbuf), blockBytes, Blocks{a.count, a.count}, nullptr,
+             nullptr};
+  x.acc = static_cast<char*>(a.recvbuf);
+  x.mine = ownContribution(comm, x.from(comm->rank, elem), x.acc, blockBytes);
+  const size_t pieceElems = pieceElemsOf(plan, elem);
+  for (size_t off = 0; off < a.count; off += pieceElems)
+    CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
+  return chorusSuccess;
+}
+
+// Reduce: the ordered reduce-scatter, then every owner's block to the root (copies only).
+chorusResult_t orderedReduce(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t elem = p.elemSize();
+  Exchange x{static_cast<const char*>(a.sendbuf), 0, blocksOf(a.count, n, elem), nullptr, nullptr};
+  char* out = static_cast<char*>(a.recvbuf);
+  const size_t myBytes = x.blocks.len(rank) * elem;
+  x.acc = rank == root ? out + x.blocks.lo(rank) * elem
+                       : static_cast<char*>(comm->scratch.get(comm->scratch.b, myBytes));
+  x.mine = ownContribution(comm, x.in + x.blocks.lo(rank) * elem, x.acc, myBytes);
+  const size_t pieceElems = pieceElemsOf(plan, elem);
+  for (size_t off = 0; off < x.blocks.per; off += pieceElems) {
+    CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
+    if (rank != root) {
+      if (off < x.blocks.len(rank))
+        CHORUS_CHECK(p.send(root, x.acc + off * elem,
+                            std::min(pieceElems, x.blocks.len(rank) - off), false));
+      continue;
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == root || off >= x.blocks.len(r)) continue;
+      const size_t cnt = std::min(pieceElems, x.blocks.len(r) - off);
+      CHORUS_CHECK(p.recv(r, out + (x.blocks.lo(r) + off) * elem, cnt));
+    }
+  }
+  return chorusSuccess;
+}
+
+// Reduce up to CHORUS_LL_THRESHOLD: every rank's whole input to the root in one LL message;
+// the root adds them in rank order (allReduceDirect's loop, on one rank).
+chorusResult_t orderedReduceLL(chorusComm* comm, const CollArgs& a, Prims& p) {
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t bytes = a.count * p.elemSize();
+  const kernels::ReduceSpec& spec = a.spec;
+  const void* mine = a.sendbuf;
+  if (spec.preMul || (rank == root && a.sendbuf == a.recvbuf && rank != 0)) {
+    void* t = comm->scratch.get(comm->scratch.a, bytes);
+    kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
+    mine = t;
+  }
+  if (rank != root) return p.sendLL(root, mine, bytes);
+  for (int r = 0; r < n; ++r) {
+    const void* src = mine;
+    if (r != rank) CHORUS_CHECK(p.waitLL(r, &src, bytes));
+    const unsigned post = r == n - 1 ? kApplyPost : 0u;
+    kernels::reduce(spec, a.recvbuf, r == 0 ? nullptr : a.recvbuf, src, a.count, post);
+    if (r != rank) p.releaseLL(r);
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const size_t bytes = a.count * p.elemSize();
+  if (plan.algo != Algo::Direct) return planCannotRun(comm, a, plan, bytes);
+  const bool ll = plan.proto == Proto::LL;
+  switch (a.coll) {
+    case Coll::AllReduce:
+      if (!ll) {
+        noteRan(comm, Algo::Direct, Proto::Simple);
+        return orderedAllReduce(comm, a, plan, p);
+      }
+      if (bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
+      return allReduceDirect(comm, a, p);  // rank order already
+    case Coll::ReduceScatter:
+      if (!ll) {
+        noteRan(comm, Algo::Direct, Proto::Simple);
+        return orderedReduceScatter(comm, a, plan, p);
+      }
+      return reduceScatterRun(comm, a, plan, p);  // direct on LL: rank order already
+    case Coll::Reduce:
+      if (ll && bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
+      noteRan(comm, Algo::Direct, ll ? Proto::LL : Proto::Simple);
+      return ll ? orderedReduceLL(comm, a, p) : orderedReduce(comm, a, plan, p);
+    default: return planCannotRun(comm, a, plan, bytes);
+  }
+}
+
+}  // namespace
+
+chorusResult_t orderedRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const chorusResult_t r = runOrderedSteps(comm, a, plan, p);
+  if (comm->plans.record.ranValid) comm->plans.record.ran.ordered = true;
+  return r;
+}
+
+}  // namespace chorus

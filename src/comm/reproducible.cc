@@ -1,0 +1,47 @@
+// reproducible.cc — see reproducible.h.
+#include "src/comm/reproducible.h"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "src/comm/comm.h"
+#include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/params.h"
+
+namespace chorus {
+
+bool reproducibleRequested(const chorusConfig_t* config) {
+  if (config != nullptr && config->size >= offsetof(chorusConfig_t, reproducible) + sizeof(int) &&
+      config->reproducible != CHORUS_CONFIG_UNDEF_INT)
+    return config->reproducible != 0;
+  return paramInt(Param::Reproducible) != 0;
+}
+
+chorusResult_t commAgreeReproducible(chorusComm* comm, bool wanted) {
+  const int n = comm->nranks;
+  std::vector<int32_t> all(static_cast<size_t>(n), 0);
+  all[static_cast<size_t>(comm->rank)] = wanted ? 1 : 0;
+  if (n > 1) CHORUS_CHECK(comm->bootstrap->allGather(all.data(), sizeof(int32_t)));
+  std::string on, off;
+  for (int r = 0; r < n; ++r) {
+    std::string& side = all[static_cast<size_t>(r)] != 0 ? on : off;
+    if (side.size() < 60) side += (side.empty() ? "" : ",") + std::to_string(r);
+  }
+  if (!on.empty() && !off.empty())
+    CHORUS_FAIL(chorusInvalidUsage,
+                "rank %d: the ranks disagree on reproducible mode (CHORUS_REPRODUCIBLE / "
+                "chorusConfig_t.reproducible): ranks %s asked for 1, ranks %s for 0; every rank "
+                "of a communicator must ask for the same",
+                comm->rank, on.c_str(), off.c_str());
+  comm->tuning.reproducible = wanted;
+  if (wanted && comm->rank == 0)
+    CHORUS_INFO(kLogInit,
+                "reproducible mode: floating-point sums, products and averages add in rank "
+                "order on %d ranks (docs/REPRODUCIBLE.md)",
+                n);
+  return chorusSuccess;
+}
+
+}  // namespace chorus
