@@ -95,8 +95,8 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   if (comm->checkMode) CHORUS_CHECK(checkCallMatches(comm, a, seq));
   if (a.count == 0 && a.coll != Coll::Barrier) return chorusSuccess;
   const size_t result = resultBytes(comm, a);
-  const Plan plan = commChoosePlan(comm, a.coll, result,
-                                   PlanCall{a.sendbuf == a.recvbuf, a.root, orderMatters(a.coll, a.spec)});
+  const Plan plan = commChoosePlan(
+      comm, a.coll, result, PlanCall{a.sendbuf == a.recvbuf, a.root, orderMatters(a.coll, a.spec)});
   PlanCache::Record& rec = comm->plans.record;
   rec.seq = seq;
   rec.coll = a.coll;

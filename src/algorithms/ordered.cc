@@ -55,11 +55,11 @@ Blocks blocksOf(size_t count, int n, size_t elem) {
 // What one ordered exchange needs: rank t's block of this rank's input is at in(t), len(t)
 // elements; this rank's own block's result goes to acc, its own contribution read from mine.
 struct Exchange {
-  const char* in;          // this rank's input, block t at in + inOff(t)
-  size_t inStride;         // reduce-scatter: block t at t * inStride; else 0 (use blocks)
-  Blocks blocks;           // all-reduce / reduce: the element blocks
-  char* acc;               // this rank's block of the result
-  const char* mine;        // this rank's contribution to its own block
+  const char* in;    // this rank's input, block t at in + inOff(t)
+  size_t inStride;   // reduce-scatter: block t at t * inStride; else 0 (use blocks)
+  Blocks blocks;     // all-reduce / reduce: the element blocks
+  char* acc;         // this rank's block of the result
+  const char* mine;  // this rank's contribution to its own block
   size_t elems(int t) const { return inStride ? blocks.per : blocks.len(t); }
   const char* from(int t, size_t elem) const {
     return in + (inStride ? static_cast<size_t>(t) * inStride : blocks.lo(t) * elem);
@@ -125,7 +125,8 @@ chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan&
     // All-gather of this round's pieces: copies only.
     if (off < x.blocks.len(rank)) {
       const size_t cnt = std::min(pieceElems, x.blocks.len(rank) - off);
-      for (int k = 1; k < n; ++k) CHORUS_CHECK(p.send((rank + k) % n, x.acc + off * elem, cnt, false));
+      for (int k = 1; k < n; ++k)
+        CHORUS_CHECK(p.send((rank + k) % n, x.acc + off * elem, cnt, false));
     }
     for (int k = 1; k < n; ++k) {
       const int from = (rank - k + n) % n;

@@ -26,5 +26,8 @@ extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRe
   out->ranPath = pathRanName(r.ran.path);
   out->allShm = comm->peerMem.allShm ? 1 : 0;
   out->networkHops = comm->nranks > 1 && !comm->plans.tables.sharedMemoryOnly ? 1 : 0;
+  out->reproducible = comm->tuning.reproducible ? 1 : 0;
+  out->planOrdered = r.plan.ordered ? 1 : 0;
+  out->ranOrdered = r.ranValid && r.ran.ordered ? 1 : 0;
   return chorusSuccess;
 }

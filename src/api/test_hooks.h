@@ -29,6 +29,10 @@ typedef struct {
   /* Facts of the communicator the plan was made on (not choices): */
   int allShm;      /* one host, every pair joined by a transport that shares memory */
   int networkHops; /* some pair is joined over a network transport (tcp, rdma) */
+  /* Reproducible mode (docs/REPRODUCIBLE.md): */
+  int reproducible; /* the communicator's mode (CHORUS_REPRODUCIBLE / chorusConfig_t) */
+  int planOrdered;  /* the plan is the rank-order one (src/tuning/ordered_plan.cc) */
+  int ranOrdered;   /* a rank-order schedule ran it (src/algorithms/ordered.cc) */
 } chorusTestPlanRecord;
 
 CHORUS_API chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out);

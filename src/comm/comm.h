@@ -68,7 +68,8 @@ struct CommTuning {
   int spin;                // polls before the first clock read (0 where ranks outnumber cores)
   std::string algo;        // CHORUS_ALGO
   std::string proto;       // CHORUS_PROTO
-  bool reproducible = false;  // CHORUS_REPRODUCIBLE / chorusConfig_t: sums in rank order
+  /// CHORUS_REPRODUCIBLE / chorusConfig_t::reproducible: float reductions add in rank order
+  bool reproducible = false;
 };
 
 /// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the

@@ -130,7 +130,7 @@ std::string planText(const Plan& p) {
                     : "",
                 p.ordered ? ", rank order (CHORUS_REPRODUCIBLE)" : "",
                 !p.fallback ? ""
-                : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order: this instead"
+                : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order"
                             : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");
   return buf;
 }

@@ -23,7 +23,8 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
                  const PlanCall& call, Plan* p) {
   if (!k.reproducible || k.nranks < 3 || !isReduction(coll) || !call.orderMatters) return false;
   const int perShare = tables != nullptr ? tables->piecesPerShare : 4;
-  const bool llAllowed = tables == nullptr || inMask(tables->protoMask, static_cast<int>(Proto::LL));
+  const bool llAllowed =
+      tables == nullptr || inMask(tables->protoMask, static_cast<int>(Proto::LL));
   // Up to what one LL message carries, every rank's whole input (all-reduce, reduce) or the
   // whole send buffer (reduce-scatter) goes in one LL message: one hop, as the default
   // direct plan. Above it, or where CHORUS_PROTO excludes LL, the same exchange in slot

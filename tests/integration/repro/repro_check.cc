@@ -1,7 +1,7 @@
 // repro_check.cc — reproducible mode's checker (docs/REPRODUCIBLE.md): are reductions bit for
 // bit the rank-order result ((x0 OP x1) OP x2) OP ... ?
 //
-//   chorusrun -np N repro_check [--expect exact|report] [--threads N] [--seed S]
+//   chorusrun -np N repro_check [--expect exact|report|differ] [--threads N] [--seed S]
 //       [--types float32,float64,bfloat16,float16] [--ops sum,avg,prod]
 //       [--colls all_reduce,reduce,reduce_scatter] [--counts 1,7,1000,...]
 //       [--registered both|yes|no] [--verbose]
@@ -15,8 +15,9 @@
 // library's result bit for bit.
 //   --expect exact   (default) any differing bit fails: the case, the first differing
 //                    element, both values; exit 1 on every rank.
-//   --expect report  counts the cases that differ from the reference and exits 0 (the
-//                    default mode's runs: they should differ somewhere).
+//   --expect report  counts the cases that differ from the reference and exits 0.
+//   --expect differ  the same, but fails when no case differs: a default-mode run that shows
+//                    the check can see a different order (so an exact pass means something).
 // Every run prints a digest (FNV-1a of every rank's results, in rank order) so two runs can
 // be compared.
 //
@@ -43,7 +44,8 @@ namespace {
 // ---------------------------------------------------------------------- options ----------
 struct Options {
   bool exact = true;
-  int threads = 0;  // > 0: ranks as threads of this process
+  bool differ = false;  // --expect differ: fail unless some result differs
+  int threads = 0;      // > 0: ranks as threads of this process
   uint64_t seed = 12345;
   std::vector<std::string> types{"float32", "float64", "bfloat16", "float16"};
   std::vector<std::string> ops{"sum", "avg", "prod"};
@@ -64,7 +66,7 @@ std::vector<std::string> splitList(const std::string& s) {
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
-               "repro_check: %s\nusage: repro_check [--expect exact|report] [--threads N] "
+               "repro_check: %s\nusage: repro_check [--expect exact|report|differ] [--threads N] "
                "[--seed S] [--types LIST] [--ops sum,avg,prod] [--colls LIST] [--counts LIST] "
                "[--registered both|yes|no] [--verbose]\n",
                msg);
@@ -81,8 +83,10 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--expect") {
       const std::string v = val();
-      if (v != "exact" && v != "report") usage("--expect takes exact or report");
+      if (v != "exact" && v != "report" && v != "differ")
+        usage("--expect takes exact, report or differ");
       o.exact = v == "exact";
+      o.differ = v == "differ";
     } else if (a == "--threads") {
       o.threads = std::atoi(val().c_str());
     } else if (a == "--seed") {
@@ -95,7 +99,8 @@ Options parse(int argc, char** argv) {
       o.colls = splitList(val());
     } else if (a == "--counts") {
       o.counts.clear();
-      for (const std::string& c : splitList(val())) o.counts.push_back(std::strtoull(c.c_str(), nullptr, 10));
+      for (const std::string& c : splitList(val()))
+        o.counts.push_back(std::strtoull(c.c_str(), nullptr, 10));
     } else if (a == "--registered") {
       const std::string v = val();
       o.registered = v == "no" ? 0 : v == "yes" ? 1 : v == "both" ? 2 : -1;
@@ -160,7 +165,9 @@ chorusDataType_t chorusType(Ty t) {
   }
   return chorusFloat32;
 }
-chorusRedOp_t chorusOp(Op o) { return o == Op::Sum ? chorusSum : o == Op::Avg ? chorusAvg : chorusProd; }
+chorusRedOp_t chorusOp(Op o) {
+  return o == Op::Sum ? chorusSum : o == Op::Avg ? chorusAvg : chorusProd;
+}
 
 // Input element (case, rank, i) as a double: sign, mantissa in [1, 2), a binary exponent of
 // mixed magnitude (sum, avg: 2^-27 .. 2^27 ~ 1e-8 .. 1e8; float16: 2^-14 .. 2^10, its normal
@@ -239,7 +246,10 @@ struct Arith {
 };
 
 const char* typeName(Ty t) {
-  return t == Ty::F32 ? "float32" : t == Ty::F64 ? "float64" : t == Ty::Bf16 ? "bfloat16" : "float16";
+  return t == Ty::F32    ? "float32"
+         : t == Ty::F64  ? "float64"
+         : t == Ty::Bf16 ? "bfloat16"
+                         : "float16";
 }
 const char* opName(Op o) { return o == Op::Sum ? "sum" : o == Op::Avg ? "avg" : "prod"; }
 
@@ -322,13 +332,19 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
   char* inp = static_cast<char*>(in.p);
   for (size_t i = 0; i < inCount; ++i)
     store(c.type, inp + i * es, inputValue(o.seed, caseId, rank, i, c.type, c.op));
-  char* outp = c.inPlace ? (c.coll == Coll::ReduceScatter ? inp + static_cast<size_t>(rank) * c.count * es : inp)
-                         : static_cast<char*>(out.p);
+  char* outp =
+      c.inPlace
+          ? (c.coll == Coll::ReduceScatter ? inp + static_cast<size_t>(rank) * c.count * es : inp)
+          : static_cast<char*>(out.p);
   chorusResult_t r = chorusSuccess;
   const chorusDataType_t dt = chorusType(c.type);
   switch (c.coll) {
-    case Coll::AllReduce: r = chorusAllReduce(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr); break;
-    case Coll::Reduce: r = chorusReduce(inp, outp, c.count, dt, chorusOp(c.op), c.root, me.comm, nullptr); break;
+    case Coll::AllReduce:
+      r = chorusAllReduce(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
+      break;
+    case Coll::Reduce:
+      r = chorusReduce(inp, outp, c.count, dt, chorusOp(c.op), c.root, me.comm, nullptr);
+      break;
     case Coll::ReduceScatter:
       r = chorusReduceScatter(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
       break;
@@ -353,9 +369,24 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
       double x;
       switch (c.type) {
         case Ty::F64: std::memcpy(&x, want.data(), 8); break;
-        case Ty::F32: { float f; std::memcpy(&f, want.data(), 4); x = f; break; }
-        case Ty::Bf16: { uint16_t u; std::memcpy(&u, want.data(), 2); x = fromBf16(u); break; }
-        default: { uint16_t u; std::memcpy(&u, want.data(), 2); x = fromHalf(u); break; }
+        case Ty::F32: {
+          float f;
+          std::memcpy(&f, want.data(), 4);
+          x = f;
+          break;
+        }
+        case Ty::Bf16: {
+          uint16_t u;
+          std::memcpy(&u, want.data(), 2);
+          x = fromBf16(u);
+          break;
+        }
+        default: {
+          uint16_t u;
+          std::memcpy(&u, want.data(), 2);
+          x = fromHalf(u);
+          break;
+        }
       }
       x = ar.pre(x);
       acc = k == 0 ? x : ar.apply(acc, x);
@@ -367,9 +398,24 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
       double got = 0;
       switch (c.type) {
         case Ty::F64: std::memcpy(&got, outp + i * es, 8); break;
-        case Ty::F32: { float f; std::memcpy(&f, outp + i * es, 4); got = f; break; }
-        case Ty::Bf16: { uint16_t u; std::memcpy(&u, outp + i * es, 2); got = fromBf16(u); break; }
-        default: { uint16_t u; std::memcpy(&u, outp + i * es, 2); got = fromHalf(u); break; }
+        case Ty::F32: {
+          float f;
+          std::memcpy(&f, outp + i * es, 4);
+          got = f;
+          break;
+        }
+        case Ty::Bf16: {
+          uint16_t u;
+          std::memcpy(&u, outp + i * es, 2);
+          got = fromBf16(u);
+          break;
+        }
+        default: {
+          uint16_t u;
+          std::memcpy(&u, outp + i * es, 2);
+          got = fromHalf(u);
+          break;
+        }
       }
       char buf[400];
       std::snprintf(buf, sizeof buf,
@@ -386,25 +432,38 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
 }
 
 bool parseType(const std::string& s, Ty* t) {
-  if (s == "float32") *t = Ty::F32;
-  else if (s == "float64") *t = Ty::F64;
-  else if (s == "bfloat16") *t = Ty::Bf16;
-  else if (s == "float16") *t = Ty::F16;
-  else return false;
+  if (s == "float32")
+    *t = Ty::F32;
+  else if (s == "float64")
+    *t = Ty::F64;
+  else if (s == "bfloat16")
+    *t = Ty::Bf16;
+  else if (s == "float16")
+    *t = Ty::F16;
+  else
+    return false;
   return true;
 }
 bool parseOp(const std::string& s, Op* op) {
-  if (s == "sum") *op = Op::Sum;
-  else if (s == "avg") *op = Op::Avg;
-  else if (s == "prod") *op = Op::Prod;
-  else return false;
+  if (s == "sum")
+    *op = Op::Sum;
+  else if (s == "avg")
+    *op = Op::Avg;
+  else if (s == "prod")
+    *op = Op::Prod;
+  else
+    return false;
   return true;
 }
 bool parseColl(const std::string& s, Coll* c) {
-  if (s == "all_reduce") *c = Coll::AllReduce;
-  else if (s == "reduce") *c = Coll::Reduce;
-  else if (s == "reduce_scatter") *c = Coll::ReduceScatter;
-  else return false;
+  if (s == "all_reduce")
+    *c = Coll::AllReduce;
+  else if (s == "reduce")
+    *c = Coll::Reduce;
+  else if (s == "reduce_scatter")
+    *c = Coll::ReduceScatter;
+  else
+    return false;
   return true;
 }
 
@@ -447,31 +506,67 @@ int finish(Rank& me, const Options& o, long fails) {
   digests[static_cast<size_t>(me.rank)] = me.digest;
   long long counts[3] = {fails < 0 ? 1000000 : fails, me.differing, me.cases};
   long long sums[3] = {0, 0, 0};
-  if (chorusAllGather(&digests[static_cast<size_t>(me.rank)], digests.data(), 8, chorusUint8, me.comm,
-                      nullptr) != chorusSuccess ||
+  if (chorusAllGather(&digests[static_cast<size_t>(me.rank)], digests.data(), 8, chorusUint8,
+                      me.comm, nullptr) != chorusSuccess ||
       chorusAllReduce(counts, sums, 3, chorusInt64, chorusSum, me.comm, nullptr) != chorusSuccess) {
     std::fprintf(stderr, "repro_check: rank %d: the closing exchange failed: %s\n", me.rank,
                  chorusGetLastError(me.comm));
     return 1;
   }
   if (!me.firstDiff.empty() && (o.exact || me.rank == 0))
-    std::fprintf(stderr, "repro_check: %s%s\n", o.exact ? "FAIL: " : "first difference: ",
-                 me.firstDiff.c_str());
+    std::fprintf(stderr, "repro_check: %s%s\n",
+                 o.exact ? "FAIL: " : "first difference: ", me.firstDiff.c_str());
   uint64_t all = 1469598103934665603ull;
   fnv(&all, digests.data(), digests.size() * 8);
   if (me.rank == 0) {
     const char* env = std::getenv("CHORUS_REPRODUCIBLE");
-    std::printf("repro_check: %d ranks, %lld checked results, %lld differ from the rank-order "
-                "reference (CHORUS_REPRODUCIBLE=%s, expect %s); digest %016" PRIx64 "\n",
-                me.n, sums[2], sums[1], env ? env : "", o.exact ? "exact" : "report", all);
+    std::printf(
+        "repro_check: %d ranks, %lld checked results, %lld differ from the rank-order "
+        "reference (CHORUS_REPRODUCIBLE=%s, expect %s); digest %016" PRIx64 "\n",
+        me.n, sums[2], sums[1], env ? env : "",
+        o.exact    ? "exact"
+        : o.differ ? "differ"
+                   : "report",
+        all);
+    if (o.differ && sums[1] == 0)
+      std::printf("repro_check: FAIL: --expect differ, yet every result is the rank-order one\n");
     std::fflush(stdout);
   }
+  if (o.differ && sums[1] == 0) return 1;
   return sums[0] != 0 ? 1 : 0;
 }
 
 }  // namespace
 
+// --check-config: chorusConfig_t.reproducible outside {0, 1, CHORUS_CONFIG_UNDEF_INT} is
+// refused with chorusInvalidArgument and a message naming the field; 1 is accepted (1 rank).
+int checkConfig() {
+  chorusUniqueId id;
+  chorusComm_t c = nullptr;
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.reproducible = 2;
+  if (chorusGetUniqueId(&id) != chorusSuccess) return 1;
+  const chorusResult_t r = chorusCommInitRankConfig(&c, 1, id, 0, &cfg);
+  const std::string msg = chorusGetLastError(nullptr);
+  if (r != chorusInvalidArgument || msg.find("config->reproducible is 2") == std::string::npos) {
+    std::fprintf(stderr, "repro_check: reproducible = 2 gave %s (%s)\n", chorusGetErrorString(r),
+                 msg.c_str());
+    return 1;
+  }
+  cfg.reproducible = 1;
+  if (chorusGetUniqueId(&id) != chorusSuccess ||
+      chorusCommInitRankConfig(&c, 1, id, 0, &cfg) != chorusSuccess) {
+    std::fprintf(stderr, "repro_check: reproducible = 1 refused: %s\n",
+                 chorusGetLastError(nullptr));
+    return 1;
+  }
+  chorusCommDestroy(c);
+  std::printf("repro_check: config checks passed (2 refused: %s)\n", msg.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--check-config") == 0) return checkConfig();
   const Options o = parse(argc, argv);
   if (o.threads > 0) {
     chorusUniqueId id;
@@ -486,7 +581,8 @@ int main(int argc, char** argv) {
         Rank me;
         chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;  // reproducible: the environment's
         if (chorusCommInitRankConfig(&me.comm, o.threads, id, r, &cfg) != chorusSuccess) {
-          std::fprintf(stderr, "repro_check: thread rank %d: init: %s\n", r, chorusGetLastError(nullptr));
+          std::fprintf(stderr, "repro_check: thread rank %d: init: %s\n", r,
+                       chorusGetLastError(nullptr));
           return;
         }
         me.rank = r;
