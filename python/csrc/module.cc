@@ -15,6 +15,29 @@ c10::intrusive_ptr<chorus_torch::ProcessGroupChorus> createProcessGroup(
   return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
 }
 
+#if CHORUS_TORCH2
+// pg_options of init_process_group/new_group: {"reproducible": bool} or an object with a
+// `reproducible` attribute; 1 or 0, or CHORUS_CONFIG_UNDEF_INT where it says nothing.
+int reproducibleOption(const py::object& options) {
+  py::object v = py::none();
+  if (py::isinstance<py::dict>(options)) {
+    for (auto item : options.cast<py::dict>()) {
+      const std::string key = py::str(item.first);
+      if (key != "reproducible")
+        throw py::value_error("chorus: pg_options has no key '" + key +
+                              "' (the backend takes: reproducible)");
+      v = py::reinterpret_borrow<py::object>(item.second);
+    }
+  } else if (!options.is_none() && py::hasattr(options, "reproducible")) {
+    v = options.attr("reproducible");
+  }
+  if (v.is_none()) return CHORUS_CONFIG_UNDEF_INT;
+  if (!py::isinstance<py::bool_>(v) && !py::isinstance<py::int_>(v))
+    throw py::type_error("chorus: pg_options reproducible must be a bool");
+  return v.cast<bool>() ? 1 : 0;
+}
+#endif
+
 }  // namespace
 
 PYBIND11_MODULE(chorus_torch, m) {
@@ -39,13 +62,15 @@ PYBIND11_MODULE(chorus_torch, m) {
   // init_process_group/new_group); the backend serves CPU tensors only.
   m.def(
       "_create_backend",
-      [](py::object opts, py::object /*pgOptions*/) {
+      [](py::object opts, py::object pgOptions) {
         auto store = opts.attr("store").cast<c10::intrusive_ptr<c10d::Store>>();
         const int rank = opts.attr("group_rank").cast<int>();
         const int size = opts.attr("group_size").cast<int>();
         const auto timeout = opts.attr("timeout").cast<std::chrono::milliseconds>();
+        const int reproducible = reproducibleOption(pgOptions);
         py::gil_scoped_release noGil;
-        return createProcessGroup(store, rank, size, timeout);
+        return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout,
+                                                                     reproducible);
       },
       "The creator torch.distributed calls for backend='chorus' (extended API)");
   py::list devices;

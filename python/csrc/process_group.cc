@@ -2,6 +2,7 @@
 // point-to-point, barriers and coalescing. The collectives are in collectives.cc.
 #include "python/csrc/process_group.h"
 
+#include <ATen/Context.h>
 #include <pybind11/pybind11.h>
 
 #include <cmath>
@@ -19,7 +20,8 @@ constexpr const char* kUniqueIdKey = "chorus_unique_id";
 }  // namespace
 
 ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                       int size, std::chrono::milliseconds timeout)
+                                       int size, std::chrono::milliseconds timeout,
+                                       int reproducible)
     : BackendBase(rank, size), store_(store), timeout_(timeout) {
   // The store PyTorch hands us is already prefixed per group, so one key suffices.
   chorusUniqueId id;
@@ -38,6 +40,11 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
   // operations: a silent peer fails the operation instead of hanging it).
   config.timeoutSeconds = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
   config.commName = "torch";
+  // torch.use_deterministic_algorithms(True) asks for the same bits run to run: the
+  // reproducible mode gives them on any layout of the same world size (options win).
+  if (reproducible == CHORUS_CONFIG_UNDEF_INT && at::globalContext().deterministicAlgorithms())
+    reproducible = 1;
+  config.reproducible = reproducible;
   if (chorusCommInitRankConfig(&comm_, size, id, rank, &config) != chorusSuccess)
     throwChorus("chorusCommInitRankConfig");
   if (chorusStreamCreate(&stream_) != chorusSuccess) {

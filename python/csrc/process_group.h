@@ -27,8 +27,11 @@ class ChorusWork;
 class ProcessGroupChorus : public BackendBase {
  public:
   /// Collective: rank 0 makes the Chorus unique id and publishes it in `store`.
+  /// `reproducible`: 1 or 0 from the backend's options (torch 2.x pg_options); unset
+  /// (CHORUS_CONFIG_UNDEF_INT), the reproducible mode is on where torch's deterministic
+  /// algorithms are on at creation, else CHORUS_REPRODUCIBLE decides (docs/TORCH.md).
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                     std::chrono::milliseconds timeout);
+                     std::chrono::milliseconds timeout, int reproducible = CHORUS_CONFIG_UNDEF_INT);
   ~ProcessGroupChorus() override;
 
   const std::string getBackendName() const override { return "chorus"; }

@@ -142,14 +142,27 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   const bool allOk = probe.works, allWanted = probe.allWanted;
   const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;
+  // The all-reduce's two ways add in different orders on 3 or more ranks (CMA: each share's
+  // owner folds its own input first, then the others' in rank order; the FIFO: the plan's
+  // ring, where each piece's order depends on where it starts around the ring), so a timed
+  // pick would give other bits from one launch to the next, and within a job whenever it
+  // switches (issue 36: same world size, settings and layout, same bits). There `auto` keeps
+  // the FIFO, the faster at np 3 and 4 on the AMD VM (CMA 1.3-2.7x slower from 64 KiB:
+  // docs/PERF.md "Default mode: one copy path for the all-reduce"); CHORUS_CMA_MAX=-1 still
+  // asks for CMA. On 2 ranks both ways add the same two operands (a + b == b + a in IEEE),
+  // so the choice stays timed.
+  if (pm.cmaAuto && n >= 3) pm.copyPaths[CopyPathUse::AllReduce].fix(CopyPath::Fifo);
   if (comm->rank != 0 && firstFail < 0) return chorusSuccess;
   if (pm.cma && pm.cmaAuto)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks; from %zu "
                 "result bytes (CHORUS_SINGLE_COPY_THRESHOLD) each collective times CMA against "
                 "the FIFO per size and uses the faster (CHORUS_CMA_MAX=auto; changes are logged "
-                "at INFO TUNING); registered chorusMemAlloc buffers are read directly",
-                comm->rank, n, pm.threshold);
+                "at INFO TUNING)%s; registered chorusMemAlloc buffers are read directly",
+                comm->rank, n, pm.threshold,
+                n >= 3 ? ", but the all-reduce, whose two ways add in different orders, keeps "
+                         "the FIFO"
+                       : "");
   else if (pm.cma && pm.cmaLimit == 0)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks but is not "
