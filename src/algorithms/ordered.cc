@@ -202,6 +202,24 @@ chorusResult_t orderedReduceLL(chorusComm* comm, const CollArgs& a, Prims& p) {
   return chorusSuccess;
 }
 
+// All-reduce up to CHORUS_LL_THRESHOLD across hosts (plan.viaRoot): the ordered reduce to
+// rank 0, then rank 0 sends the sum to every rank: copies only after the one ordered loop.
+chorusResult_t orderedAllReduceViaRoot(chorusComm* comm, const CollArgs& a, Prims& p) {
+  CollArgs toRoot = a;
+  toRoot.root = 0;
+  CHORUS_CHECK(orderedReduceLL(comm, toRoot, p));
+  const size_t bytes = a.count * p.elemSize();
+  if (comm->rank == 0) {
+    for (int r = 1; r < comm->nranks; ++r) CHORUS_CHECK(p.sendLL(r, a.recvbuf, bytes));
+    return chorusSuccess;
+  }
+  const void* sum = nullptr;
+  CHORUS_CHECK(p.waitLL(0, &sum, bytes));
+  if (bytes != 0) std::memcpy(a.recvbuf, sum, bytes);
+  p.releaseLL(0);
+  return chorusSuccess;
+}
+
 chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const size_t bytes = a.count * p.elemSize();
   if (plan.algo != Algo::Direct) return planCannotRun(comm, a, plan, bytes);
@@ -213,6 +231,10 @@ chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& 
         return orderedAllReduce(comm, a, plan, p);
       }
       if (bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
+      if (plan.viaRoot) {
+        noteRan(comm, Algo::Direct, Proto::LL);
+        return orderedAllReduceViaRoot(comm, a, p);
+      }
       return allReduceDirect(comm, a, p);  // rank order already
     case Coll::ReduceScatter:
       if (!ll) {

@@ -43,12 +43,18 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
   // kOrderedRoundBytes a round, in pieces of at least 16 KiB. With 512 KiB pieces (the slot)
   // the np-4 all-reduce cost 1.5-1.7x the default at 16 MiB; with 32-64 KiB pieces it is
   // level with it (docs/REPRODUCIBLE.md "Cost").
-  if (!ll) {
+  // Over tcp the pieces stay the slot's: there a piece's cost is the message, not the cache
+  // (2 hosts x 2 ranks: 2-3x the default with 64 KiB pieces, 1.1-1.8x with 512 KiB).
+  if (!ll && k.allShm) {
     const size_t cap =
         std::max<size_t>(kOrderedRoundBytes / static_cast<size_t>(k.nranks), 16 << 10);
     p->pieceBytes = std::min(p->pieceBytes, cap & ~size_t{63});
   }
   if (p->pieceBytes < 64) p->pieceBytes = 64;
+  // A small all-reduce across hosts: each rank's n - 1 LL messages of the direct exchange
+  // cost 3x the default's leader schedule over tcp (35 against 11 us, 2 hosts x 2 ranks);
+  // every input to rank 0, added there in rank order, and the sum back is two hops.
+  p->viaRoot = ll && coll == Coll::AllReduce && !k.allShm;
   // A restriction that leaves out direct (or the protocol) cannot keep the order: this plan
   // runs anyway, reported as a fallback (WARN once; CHORUS_ALGO_STRICT=1 fails the call).
   if (tables != nullptr)

@@ -46,6 +46,7 @@ struct Plan {
   bool cmaTimed = false;  // `cma` is this rank's timed pick for every rank (CHORUS_CMA_MAX=auto)
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
+  bool viaRoot = false;   // ordered all-reduce on LL: every input to rank 0, the sum back
 };
 
 /// How single copy reached the peers' buffers in a call that took it.
