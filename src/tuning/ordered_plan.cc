@@ -46,6 +46,12 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
   // Over tcp the pieces stay the slot's: there a piece's cost is the message, not the cache
   // (2 hosts x 2 ranks: 2-3x the default with 64 KiB pieces, 1.1-1.8x with 512 KiB).
   if (!ll && k.allShm) {
+    // Where ranks outnumber CPUs each round is hand-offs to peers that may be descheduled:
+    // as few rounds as the cap allows (a rank's whole share at np 4 up to 256 KiB, where
+    // four pieces of a share cost 1.35x the default's crowded direct plan).
+    // Measured for the all-reduce only: the reduce-scatter in place paid 1.4-1.65x with it.
+    if (k.crowded && coll == Coll::AllReduce)
+      p->pieceBytes = std::min(p->pieceBytes * static_cast<size_t>(perShare), k.slotBytes);
     const size_t cap =
         std::max<size_t>(kOrderedRoundBytes / static_cast<size_t>(k.nranks), 16 << 10);
     p->pieceBytes = std::min(p->pieceBytes, cap & ~size_t{63});
@@ -55,6 +61,16 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
   // cost 3x the default's leader schedule over tcp (35 against 11 us, 2 hosts x 2 ranks);
   // every input to rank 0, added there in rank order, and the sum back is two hops.
   p->viaRoot = ll && coll == Coll::AllReduce && !k.allShm;
+  // Above it, the direct exchange sends every rank's blocks to every remote peer across the
+  // link (1.4-4.3x the default over tcp, 2 hosts x 2 ranks); a chain in rank order crosses
+  // each link between hosts once a direction, the whole buffer in pieces of an eighth (at
+  // least 16 KiB, at most a slot: a few pieces in flight fill the chain).
+  if (!ll && coll == Coll::AllReduce && !k.allShm) {
+    p->chain = true;
+    p->pieceBytes =
+        std::min(std::max<size_t>(bytes / 8, 16 << 10), std::max<size_t>(k.slotBytes, 64)) &
+        ~size_t{63};
+  }
   // A restriction that leaves out direct (or the protocol) cannot keep the order: this plan
   // runs anyway, reported as a fallback (WARN once; CHORUS_ALGO_STRICT=1 fails the call).
   if (tables != nullptr)

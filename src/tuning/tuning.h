@@ -46,7 +46,10 @@ struct Plan {
   bool cmaTimed = false;  // `cma` is this rank's timed pick for every rank (CHORUS_CMA_MAX=auto)
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
-  bool viaRoot = false;   // ordered all-reduce on LL: every input to rank 0, the sum back
+  /// Reproducible all-reduce across hosts (orderedPlan): up to the LL threshold every input
+  /// to rank 0 and the sum back (viaRoot); above it a chain in rank order (chain).
+  bool viaRoot = false;
+  bool chain = false;
 };
 
 /// How single copy reached the peers' buffers in a call that took it.
