@@ -27,6 +27,21 @@ constexpr int64_t kBusyCheckNs = 2000000;    // how often /proc/loadavg is read 
 // kUnstackGapNs, so a kernel that keeps stacking the ranks is not fought in a loop.
 constexpr int64_t kUnstackGapNs = 100000000;  // 100 ms
 
+// How many tasks are runnable now, this caller included, from an open /proc/loadavg:
+// "0.52 0.58 0.59 3/187 4321", the fourth field's first number; -1 if it cannot be read.
+int runnableTasks(int loadFd) {
+  char buf[128];
+  const ssize_t n = loadFd >= 0 ? pread(loadFd, buf, sizeof(buf) - 1, 0) : -1;
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* p = buf;
+  for (int field = 0; field < 3 && p; ++field) {
+    p = strchr(p, ' ');
+    if (p) ++p;
+  }
+  return p ? atoi(p) : -1;
+}
+
 // Per thread, not per process: only the threads that set it (stream workers) spin less.
 thread_local int64_t threadSpinCapNs = -1;
 
@@ -55,16 +70,8 @@ bool cpusCrowded(int64_t now) {
     c.fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
     c.cpus = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   }
-  char buf[128];
-  const ssize_t n = c.fd >= 0 ? pread(c.fd, buf, sizeof(buf) - 1, 0) : -1;
-  if (n <= 0) return c.crowded = false;
-  buf[n] = '\0';
-  const char* p = buf;
-  for (int field = 0; field < 3 && p; ++field) {
-    p = strchr(p, ' ');
-    if (p) ++p;
-  }
-  return c.crowded = p && atoi(p) > c.cpus;
+  const int runnable = runnableTasks(c.fd);
+  return c.crowded = runnable >= 0 && runnable > c.cpus;
 }
 
 bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
@@ -121,19 +128,9 @@ bool WaitPolicy::machineBusy(int64_t now) {
   if (loadFd_ < 0 || (last != INT64_MIN && now - last < kBusyCheckNs))
     return busy_.load(std::memory_order_relaxed);
   busyCheckedNs_.store(now, std::memory_order_relaxed);
-  // "0.52 0.58 0.59 3/187 4321": the fourth field's first number is how many tasks are
-  // runnable now, this waiter included.
-  char buf[128];
-  const ssize_t n = pread(loadFd_, buf, sizeof(buf) - 1, 0);
-  if (n <= 0) return busy_.load(std::memory_order_relaxed);
-  buf[n] = '\0';
-  const char* p = buf;
-  for (int field = 0; field < 3 && p; ++field) {
-    p = strchr(p, ' ');
-    if (p) ++p;
-  }
-  if (!p) return busy_.load(std::memory_order_relaxed);
-  const bool look = atoi(p) > busyAbove_;
+  const int runnable = runnableTasks(loadFd_);
+  if (runnable < 0) return busy_.load(std::memory_order_relaxed);
+  const bool look = runnable > busyAbove_;
   const bool before = lastLookBusy_.exchange(look, std::memory_order_relaxed);
   const bool busy = look && before;
   busy_.store(busy, std::memory_order_relaxed);
