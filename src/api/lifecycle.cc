@@ -8,6 +8,7 @@
 #include "chorus.h"
 #include "src/comm/comm.h"
 #include "src/comm/env_init.h"
+#include "src/comm/reproducible.h"
 #include "src/comm/shrink.h"
 #include "src/comm/split.h"
 #include "src/core/checks.h"
@@ -32,14 +33,12 @@ chorusResult_t checkConfig(const chorusConfig_t* config, const char* api) {
                 "%s: config->timeoutSeconds is %d; it must be > 0 (or CHORUS_CONFIG_UNDEF_INT "
                 "for CHORUS_TIMEOUT_S)",
                 api, config->timeoutSeconds);
-  // Appended field: read only where the caller's struct has it.
-  if (config->size >= offsetof(chorusConfig_t, reproducible) + sizeof(int) &&
-      config->reproducible != CHORUS_CONFIG_UNDEF_INT && config->reproducible != 0 &&
-      config->reproducible != 1)
+  const int reproducible = configReproducible(config);
+  if (reproducible != CHORUS_CONFIG_UNDEF_INT && reproducible != 0 && reproducible != 1)
     CHORUS_FAIL(chorusInvalidArgument,
                 "%s: config->reproducible is %d; it must be 0, 1 or CHORUS_CONFIG_UNDEF_INT "
                 "(for CHORUS_REPRODUCIBLE)",
-                api, config->reproducible);
+                api, reproducible);
   return chorusSuccess;
 }
 

@@ -350,11 +350,11 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   for (int p = 0; p < nranks; ++p)
     if (comm->peers[static_cast<size_t>(p)].rank != p)
       CHORUS_FAIL(chorusInternalError, "bootstrap returned a scrambled peer table");
+  // Reproducible mode must be the same on every rank (one more small all-gather).
+  CHORUS_CHECK(commAgreeReproducible(comm, reproducibleRequested(config)));
   // Ranks bound one per core see one CPU each; what decides whether they crowd each other
   // is how many CPUs the host's ranks have between them. Every rank computes every host's
   // figure from the same table, so the cost model's inputs agree everywhere.
-  // Reproducible mode must be the same on every rank (one more small all-gather).
-  CHORUS_CHECK(commAgreeReproducible(comm, reproducibleRequested(config)));
   setHostCpus(&comm->peers);
   comm->ncpus = comm->peers[static_cast<size_t>(rank)].ncpus;
   comm->localRanks =

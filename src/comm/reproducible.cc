@@ -12,10 +12,15 @@
 
 namespace chorus {
 
+int configReproducible(const chorusConfig_t* config) {
+  const bool hasField =
+      config != nullptr && config->size >= offsetof(chorusConfig_t, reproducible) + sizeof(int);
+  return hasField ? config->reproducible : CHORUS_CONFIG_UNDEF_INT;
+}
+
 bool reproducibleRequested(const chorusConfig_t* config) {
-  if (config != nullptr && config->size >= offsetof(chorusConfig_t, reproducible) + sizeof(int) &&
-      config->reproducible != CHORUS_CONFIG_UNDEF_INT)
-    return config->reproducible != 0;
+  const int asked = configReproducible(config);
+  if (asked != CHORUS_CONFIG_UNDEF_INT) return asked != 0;
   return paramInt(Param::Reproducible) != 0;
 }
 

@@ -9,6 +9,10 @@ struct chorusComm;
 
 namespace chorus {
 
+/// config->reproducible where the caller's struct has the field (it was appended: an older
+/// caller's `size` stops before it), else CHORUS_CONFIG_UNDEF_INT.
+int configReproducible(const chorusConfig_t* config);
+
 /// The value this rank asks for: config->reproducible where the caller's struct has the
 /// field and sets it (0 or 1; checkConfig rejected anything else), else CHORUS_REPRODUCIBLE.
 bool reproducibleRequested(const chorusConfig_t* config);
