@@ -113,6 +113,27 @@ def log(msg):
     print("multinode: " + msg, flush=True)
 
 
+def main_in_cluster(script, title, name, hosts, src, inner_args, run_inner):
+    """main() of a multinode script that runs its checks inside namespaced hosts: under
+    --inner (in sys.argv), run_inner() on host 0, a Failure printed as FAIL with exit 1;
+    otherwise, as root (exit 77 saying why if not), the script again with --inner and
+    `inner_args` inside a cluster `name` of `hosts` hosts (tools/cluster run)."""
+    if "--inner" in sys.argv[1:]:
+        try:
+            run_inner()
+        except Failure as e:
+            print("multinode: %s: FAIL: %s" % (title, e), flush=True)
+            sys.exit(1)
+        log("%s: PASS" % title)
+        return
+    if os.geteuid() != 0:
+        print("multinode: needs root (network namespaces); not root, so not run")
+        sys.exit(77)
+    cmd = [os.path.join(src, "tools", "cluster"), "run", "-q", "--name", name,
+           "--hosts", str(hosts), "--", sys.executable, os.path.abspath(script), "--inner"]
+    sys.exit(subprocess.call(cmd + inner_args))
+
+
 class Cluster:
     def __init__(self, src, build):
         self.src, self.build = src, build

@@ -20,12 +20,11 @@ chorusrun in these layouts:
 """
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from multinode import Cluster, Failure, expect, log  # noqa: E402
+from multinode import Cluster, expect, log, main_in_cluster  # noqa: E402
 
 HOSTS = 4
 CHECK = "tests/integration/repro/repro_check"
@@ -83,22 +82,8 @@ def main():
     args = sys.argv[1:]
     src = os.path.abspath(args[args.index("--src") + 1])
     build = os.path.abspath(args[args.index("--build") + 1])
-    if "--inner" in args:
-        try:
-            inner(src, build)
-        except Failure as e:
-            print("multinode: repro_hosts: FAIL: %s" % e, flush=True)
-            sys.exit(1)
-        log("repro_hosts: PASS")
-        return
-    if os.geteuid() != 0:
-        print("multinode: needs root (network namespaces); not root, so not run")
-        sys.exit(77)
-    name = "rhosts%d" % (os.getpid() % 10000)
-    cmd = [os.path.join(src, "tools", "cluster"), "run", "-q", "--name", name,
-           "--hosts", str(HOSTS), "--", sys.executable, os.path.abspath(__file__), "--inner",
-           "--src", src, "--build", build]
-    sys.exit(subprocess.call(cmd))
+    main_in_cluster(__file__, "repro_hosts", "rhosts%d" % (os.getpid() % 10000), HOSTS, src,
+                    ["--src", src, "--build", build], lambda: inner(src, build))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from multinode import Cluster, Failure, expect, log  # noqa: E402
+from multinode import Cluster, expect, log, main_in_cluster  # noqa: E402
 
 WORKER = os.path.join(HERE, "ddp_repro_worker.py")
 PORT = 29000 + os.getpid() % 1000
@@ -74,22 +74,9 @@ def main():
         return os.path.abspath(args[args.index(name) + 1])
 
     src, build, py, moddir = arg("--src"), arg("--build"), arg("--python"), arg("--module-dir")
-    if "--inner" in args:
-        try:
-            inner(src, build, py, moddir)
-        except Failure as e:
-            print("multinode: torch_repro_hosts: FAIL: %s" % e, flush=True)
-            sys.exit(1)
-        log("torch_repro_hosts: PASS")
-        return
-    if os.geteuid() != 0:
-        print("multinode: needs root (network namespaces); not root, so not run")
-        sys.exit(77)
-    name = "rhoststorch%d" % (os.getpid() % 1000)
-    cmd = [os.path.join(src, "tools", "cluster"), "run", "-q", "--name", name, "--hosts", "2",
-           "--", sys.executable, os.path.abspath(__file__), "--inner", "--src", src,
-           "--build", build, "--python", py, "--module-dir", moddir]
-    sys.exit(subprocess.call(cmd))
+    main_in_cluster(__file__, "torch_repro_hosts", "rhoststorch%d" % (os.getpid() % 1000), 2,
+                    src, ["--src", src, "--build", build, "--python", py, "--module-dir", moddir],
+                    lambda: inner(src, build, py, moddir))
 
 
 if __name__ == "__main__":
