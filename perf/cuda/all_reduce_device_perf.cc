@@ -24,8 +24,6 @@
 
 namespace {
 
-using perf::parseBytes;
-
 // Prints what failed and leaves with status 1 (the launcher stops the other ranks).
 #define CUDA_OR_DIE(call)                                                             \
   do {                                                                                \
@@ -55,28 +53,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "all_reduce_device_perf: init failed: %s\n", chorusGetLastError(nullptr));
     return 1;
   }
-  size_t minBytes = 8, maxBytes = 64u << 20;
-  int factor = 2, iters = 20, warmup = 5, device = -1;
+  perf::Sweep sweep;
+  int device = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "-b")
-      minBytes = parseBytes(argv[i + 1]);
-    else if (a == "-e")
-      maxBytes = parseBytes(argv[i + 1]);
-    else if (a == "-f")
-      factor = std::atoi(argv[i + 1]);
-    else if (a == "-n")
-      iters = std::atoi(argv[i + 1]);
-    else if (a == "-w")
-      warmup = std::atoi(argv[i + 1]);
-    else if (a == "-g")
+    if (a == "-g")
       device = std::atoi(argv[i + 1]);
-    else {
+    else if (!perf::takeSweepFlag(&sweep, a, argv[i + 1])) {
       std::fprintf(stderr,
                    "usage: all_reduce_device_perf [-b B] [-e B] [-f F] [-n N] [-w N] [-g DEV]\n");
       return 2;
     }
   }
+  const size_t minBytes = sweep.minBytes, maxBytes = sweep.maxBytes;
+  const int factor = sweep.factor, iters = sweep.iters, warmup = sweep.warmup;
   int n = 0;
   CHORUS_OR_DIE(chorusCommUserRank(comm, &rank));
   CHORUS_OR_DIE(chorusCommCount(comm, &n));

@@ -26,8 +26,6 @@
 
 namespace {
 
-using perf::parseBytes;
-
 int rank = -1;
 chorusComm_t comm = nullptr;
 
@@ -88,27 +86,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string coll = "all_reduce";
-  size_t minBytes = 8, maxBytes = 64u << 20;
-  int factor = 2, iters = 20, warmup = 5;
+  perf::Sweep sweep;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "-c")
       coll = argv[i + 1];
-    else if (a == "-b")
-      minBytes = parseBytes(argv[i + 1]);
-    else if (a == "-e")
-      maxBytes = parseBytes(argv[i + 1]);
-    else if (a == "-f")
-      factor = std::atoi(argv[i + 1]);
-    else if (a == "-n")
-      iters = std::atoi(argv[i + 1]);
-    else if (a == "-w")
-      warmup = std::atoi(argv[i + 1]);
-    else {
+    else if (!perf::takeSweepFlag(&sweep, a, argv[i + 1])) {
       std::fprintf(stderr, "usage: coll_device_perf -c COLL [-b B] [-e B] [-f F] [-n N] [-w N]\n");
       return 2;
     }
   }
+  const size_t minBytes = sweep.minBytes, maxBytes = sweep.maxBytes;
+  const int factor = sweep.factor, iters = sweep.iters, warmup = sweep.warmup;
   const Coll* desc = nullptr;
   for (const Coll& c : kColls)
     if (coll == c.name) desc = &c;
