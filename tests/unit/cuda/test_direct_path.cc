@@ -73,10 +73,12 @@ TEST(DirectPath, NoPeerAccessFallsBackToStaging) {
   EXPECT_GT(rt.hostCopies(), 0u);
 }
 
-// acceptance 4: CHORUS_CUDA_PATH=device where it cannot run is an error on every rank.
-TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
-  standin::CudaStandin rt(size_t{16} << 20);
-  rt.setNoPeerAccess(true);
+// Two thread ranks, each forcing pathOf(rank) on a stream of its own, run two all-reduces:
+// both must fail with chorusInvalidUsage on every rank (the first at its synchronize: the
+// path is agreed on the stream's worker, so the call returns at once; the second at the
+// call), with a message that contains `needle`.
+void expectPathErrorOnEveryRank(standin::CudaStandin& rt, cu::PathMode (*pathOf)(int),
+                                const char* needle) {
   chorusComm_t comms[2];
   ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
   chorusResult_t got[2], first[2];
@@ -85,10 +87,8 @@ TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
     void* cs = rt.createStream();
     chorusStream_t s = nullptr;
     ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
-    cu::forcePathForTests(s, cu::PathMode::Device);
+    cu::forcePathForTests(s, pathOf(r));
     void* d = rt.deviceAlloc(64);
-    // The first call agrees on the path on the stream's worker (it returns at once): its
-    // error comes with the synchronize; later calls know it at once.
     EXPECT_EQ(chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
     first[r] = chorusStreamSynchronize(s);
     got[r] = chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s);
@@ -103,43 +103,24 @@ TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(first[r], chorusInvalidUsage) << r;
     EXPECT_EQ(got[r], chorusInvalidUsage) << r;
-    EXPECT_NE(msg[r].find("cannot reach"), std::string::npos) << msg[r];
+    EXPECT_NE(msg[r].find(needle), std::string::npos) << msg[r];
   }
   for (auto c : comms) chorusCommDestroy(c);
+}
+
+// acceptance 4: CHORUS_CUDA_PATH=device where it cannot run is an error on every rank.
+TEST(DirectPath, ForcedDeviceWithoutPeerAccessIsAnError) {
+  standin::CudaStandin rt(size_t{16} << 20);
+  rt.setNoPeerAccess(true);
+  expectPathErrorOnEveryRank(
+      rt, [](int) { return cu::PathMode::Device; }, "cannot reach");
 }
 
 // acceptance 4: ranks asking for different paths get a clear error, not a hang.
 TEST(DirectPath, MismatchedPathsAreAnErrorOnEveryRank) {
   standin::CudaStandin rt(size_t{16} << 20);
-  chorusComm_t comms[2];
-  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
-  chorusResult_t got[2], first[2];
-  std::string msg[2];
-  auto rank = [&](int r) {
-    void* cs = rt.createStream();
-    chorusStream_t s = nullptr;
-    ASSERT_EQ(cu::streamFromRuntime(rt, cs, &s), chorusSuccess);
-    cu::forcePathForTests(s, r == 0 ? cu::PathMode::Staging : cu::PathMode::Device);
-    void* d = rt.deviceAlloc(64);
-    // The first call agrees on the path on the stream's worker (it returns at once): its
-    // error comes with the synchronize; later calls know it at once.
-    EXPECT_EQ(chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s), chorusSuccess);
-    first[r] = chorusStreamSynchronize(s);
-    got[r] = chorusAllReduce(d, d, 16, chorusFloat32, chorusSum, comms[r], s);
-    msg[r] = chorusGetLastError(comms[r]);
-    chorusStreamSynchronize(s);
-    chorusStreamDestroy(s);
-    rt.destroyStream(cs);
-  };
-  std::thread t(rank, 1);
-  rank(0);
-  t.join();
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(first[r], chorusInvalidUsage) << r;
-    EXPECT_EQ(got[r], chorusInvalidUsage) << r;
-    EXPECT_NE(msg[r].find("disagree"), std::string::npos) << msg[r];
-  }
-  for (auto c : comms) chorusCommDestroy(c);
+  expectPathErrorOnEveryRank(
+      rt, [](int r) { return r == 0 ? cu::PathMode::Staging : cu::PathMode::Device; }, "disagree");
 }
 
 // acceptance 3: one rank holds host buffers, the other device buffers: the call is staged
