@@ -3,7 +3,7 @@
 
     PYTHONPATH=build/python/torch2 .venv-torch2/bin/python python/bench/ddp_step_bench.py \
         [--np 2 4] [--threads 1 default] [--models mlp cnn transformer] [--modes ddp fsdp] \
-        [--rounds 5] [--steps 4]
+        [--rounds 5] [--steps 4] [--check] [--profile DIR [--profile-steps 5]]
 
 What an all-reduce microbenchmark does not show: in DDP the gradient all-reduces overlap
 the backward pass, so what counts is how much the communication delays the step, CPU time
@@ -25,6 +25,11 @@ caller's thread is not in it (neither does any for DDP's asynchronous all-reduce
 "max diff" is the largest relative difference between the two models' parameters after the
 run (the backends sum in different orders, so a few ulps; a broken reduction shows as
 O(1)); --check makes a difference above 1e-4 fail the run (the test torch2_ddp_step_parity).
+
+--profile DIR adds, after each DDP model's rounds, a few profiled steps per backend: a chrome
+trace per rank and backend in DIR and a table of where a step's time went (forward, backward
+compute, the wait on the communication after the last gradient, optimizer; see
+ddp_step_profile.py); with --check the traces are read back for those regions.
 
 Models: mlp 1024-2048-2048-2048-10, batch 8 (10.5 M parameters, 40 MiB of gradients against
 little compute: the communication is exposed); cnn (three 3x3 convolutions, 32x32 RGB,
@@ -143,7 +148,7 @@ def rank_main(rank, n, a):
     groups = {"gloo": dist.group.WORLD, "chorus": chorus}
     tids = {"gloo": gloo_tids, "chorus": chorus_tids}
 
-    rows = []
+    rows, profiled, bad_traces = [], [], []
     for mode in a.modes:
         for name in a.models:
             models, opts = {}, {}
@@ -184,6 +189,21 @@ def rank_main(rank, n, a):
             rows.append((mode, name, statistics.median(times["gloo"]),
                          statistics.median(times["chorus"]), ratio, per_step[0].item(),
                          per_step[1].item(), diff))
+            if a.profile and mode == "ddp":
+                from ddp_step_profile import profile_backend
+
+                for b in groups:
+                    trace = os.path.join(a.profile, f"{mode}_{name}_{b}_rank{rank}.json")
+                    values = torch.tensor(profile_backend(
+                        models[b], opts[b], batches, lambda: dist.barrier(group=groups["gloo"]),
+                        lambda b=b: cpu_ns(tids[b]), a.profile_steps, trace),
+                        dtype=torch.float64)
+                    if a.check:
+                        from ddp_step_profile import check_trace
+
+                        bad_traces += [m for m in [check_trace(trace)] if m]
+                    dist.all_reduce(values, group=groups["gloo"])
+                    profiled.append((name, b, (values / n).tolist()))
             del models, opts
     if rank == 0:
         threads = torch.get_num_threads()
@@ -196,11 +216,17 @@ def rank_main(rank, n, a):
         for mode, name, tg, tc, ratio, cg, cc, diff in rows:
             print(f"| {mode} | {name} | {tg * 1e3:.1f} | {tc * 1e3:.1f} | {ratio:.2f}x | "
                   f"{cg / 1e6:.2f} | {cc / 1e6:.2f} | {diff:.1e} |")
+        if profiled:
+            from ddp_step_profile import print_table
+
+            print_table(profiled, n)
         sys.stdout.flush()
     bad = [r for r in rows if r[7] > 1e-4]
     dist.destroy_process_group()
     if a.check and bad:
         sys.exit(f"rank {rank}: parameters differ between gloo and chorus: {bad}")
+    if bad_traces:
+        sys.exit(f"rank {rank}: " + "; ".join(bad_traces))
 
 
 def main():
@@ -215,6 +241,11 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="steps per round and backend")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--check", action="store_true", help="fail when the parameters differ")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="after each DDP model's rounds, profile --profile-steps steps per "
+                         "backend: chrome traces per rank in DIR and a per-step breakdown "
+                         "(python/bench/ddp_step_profile.py)")
+    ap.add_argument("--profile-steps", type=int, default=5)
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank is not None:
@@ -232,6 +263,10 @@ def main():
             cmd = [sys.executable, __file__, "--np", str(n), "--threads", threads,
                    "--models", *a.models, "--modes", *a.modes, "--rounds", str(a.rounds),
                    "--steps", str(a.steps), "--warmup", str(a.warmup)] + (["--check"] if a.check else [])
+            if a.profile:
+                os.makedirs(a.profile, exist_ok=True)
+                cmd += ["--profile", os.path.abspath(a.profile),
+                        "--profile-steps", str(a.profile_steps)]
             procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env) for r in range(n)]
             if any(p.wait() != 0 for p in procs):
                 sys.exit("a rank failed")
