@@ -37,7 +37,6 @@ batch 32); transformer (4 encoder layers, d 512, 8 heads, sequence 64, batch 4, 
 """
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -134,7 +133,7 @@ def rank_main(rank, n, a):
     torch.mm(torch.ones(256, 256), torch.ones(256, 256))
     import chorus_torch  # noqa: F401
 
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, rank == 0)
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), n, False)
     before = thread_ids()
     dist.init_process_group("gloo", rank=rank, world_size=n, store=store)
     dist.all_reduce(torch.ones(1 << 16))
@@ -192,11 +191,16 @@ def rank_main(rank, n, a):
             if a.profile and mode == "ddp":
                 from ddp_step_profile import profile_backend
 
+                def latest(t):
+                    t = torch.tensor([t], dtype=torch.float64)
+                    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=groups["gloo"])
+                    return t.item()
+
                 for b in groups:
                     trace = os.path.join(a.profile, f"{mode}_{name}_{b}_rank{rank}.json")
                     values = torch.tensor(profile_backend(
                         models[b], opts[b], batches, lambda: dist.barrier(group=groups["gloo"]),
-                        lambda b=b: cpu_ns(tids[b]), a.profile_steps, trace),
+                        latest, lambda b=b: cpu_ns(tids[b]), a.profile_steps, trace),
                         dtype=torch.float64)
                     if a.check:
                         from ddp_step_profile import check_trace
@@ -229,6 +233,21 @@ def rank_main(rank, n, a):
         sys.exit(f"rank {rank}: " + "; ".join(bad_traces))
 
 
+def wait_all(procs):
+    """Waits for every rank; once one fails, stops the others (they would wait for it)."""
+    while True:
+        codes = [p.poll() for p in procs]
+        if any(c not in (None, 0) for c in codes):
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            return True
+        if all(c == 0 for c in codes):
+            return False
+        time.sleep(0.1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -255,10 +274,12 @@ def main():
         print("load average at start:", f.read().strip())
     for n in a.np:
         for threads in a.threads:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            # The launcher holds the store's server: it listens on a port the kernel picks,
+            # so no other process can take the port between a probe and a rank's listen.
+            import torch.distributed as dist
+
+            server = dist.TCPStore("127.0.0.1", 0, n, True, wait_for_workers=False)
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(server.port))
             env.pop("OMP_NUM_THREADS", None)  # "default" means torch's own choice
             cmd = [sys.executable, __file__, "--np", str(n), "--threads", threads,
                    "--models", *a.models, "--modes", *a.modes, "--rounds", str(a.rounds),
@@ -268,7 +289,9 @@ def main():
                 cmd += ["--profile", os.path.abspath(a.profile),
                         "--profile-steps", str(a.profile_steps)]
             procs = [subprocess.Popen(cmd + ["--rank", str(r)], env=env) for r in range(n)]
-            if any(p.wait() != 0 for p in procs):
+            failed = wait_all(procs)
+            del server
+            if failed:
                 sys.exit("a rank failed")
     with open("/proc/loadavg") as f:
         print("load average at end:", f.read().strip())

@@ -13,6 +13,9 @@ Each step is cut into named regions, which are in the trace and timed by the ben
                                          return of backward(): DDP launches the last bucket's
                                          all-reduce and its finalize waits for every
                                          bucket's; nothing is computed any more
+                                         ("of which peer lag": the part of it before the
+                                         slowest rank had its own last gradient, which no
+                                         backend can shorten)
   ddp_step.optimizer                     SGD's step
 
 "backward compute" below is ddp_step.backward less ddp_step.comm_wait: the gradient
@@ -26,8 +29,9 @@ import os
 import statistics
 import time
 
-# What the table shows per step (seconds; "cpu" in ns): "compute" is backward less comm_wait.
-COLUMNS = ("step", "zero_grad", "forward", "compute", "comm_wait", "optimizer", "cpu")
+# What the table shows per step (seconds; "cpu" in ns): "compute" is backward less comm_wait;
+# "lag" the part of comm_wait before the slowest rank had its last gradient.
+COLUMNS = ("step", "zero_grad", "forward", "compute", "comm_wait", "lag", "optimizer", "cpu")
 
 
 class LastGradientMark:
@@ -64,7 +68,7 @@ class LastGradientMark:
             h.remove()
 
 
-def profile_backend(model, opt, batches, barrier, cpu_now, steps, trace_path):
+def profile_backend(model, opt, batches, barrier, latest, cpu_now, steps, trace_path):
     """Runs `steps` profiled steps; returns the medians of COLUMNS over them."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -94,9 +98,12 @@ def profile_backend(model, opt, batches, barrier, cpu_now, steps, trace_path):
                 with record_function("ddp_step.optimizer"):
                     opt.step()
                 t4 = time.perf_counter()
-                wait = t3 - mark.at if mark.at is not None else 0.0
+                c1 = cpu_now()
+                ready = mark.at if mark.at is not None else t3
+                lag = latest(ready) - ready  # the ranks share CLOCK_MONOTONIC (one host)
+                wait = t3 - ready
                 for c, v in zip(COLUMNS, (t4 - t0, t1 - t0, t2 - t1, t3 - t2 - wait, wait,
-                                          t4 - t3, cpu_now() - c0)):
+                                          min(lag, wait), t4 - t3, c1 - c0)):
                     times[c].append(v)
         prof.export_chrome_trace(trace_path)
     finally:
@@ -108,8 +115,8 @@ def print_table(rows, ranks):
     print(f"\nDDP step timeline (--profile; median of the profiled steps, mean over {ranks} "
           "ranks; ms)")
     print("| model | backend | step | zero_grad | forward | backward compute | "
-          "comm wait after backward | optimizer | backend CPU |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "comm wait after backward | of which peer lag | optimizer | backend CPU |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, backend, values in rows:
         *secs, cpu = values
         cells = " | ".join(f"{v * 1e3:.2f}" for v in secs)
