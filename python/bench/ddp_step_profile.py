@@ -15,7 +15,9 @@ Each step is cut into named regions, which are in the trace and timed by the ben
                                          bucket's; nothing is computed any more
                                          ("of which peer lag": the part of it before the
                                          slowest rank had its own last gradient, which no
-                                         backend can shorten)
+                                         backend can shorten; "of which DDP copies": DDP's
+                                         scaling of the last gradient into its bucket and
+                                         copies of the reduced buckets back into .grad)
   ddp_step.optimizer                     SGD's step
 
 "backward compute" below is ddp_step.backward less ddp_step.comm_wait: the gradient
@@ -30,8 +32,14 @@ import statistics
 import time
 
 # What the table shows per step (seconds; "cpu" in ns): "compute" is backward less comm_wait;
-# "lag" the part of comm_wait before the slowest rank had its last gradient.
-COLUMNS = ("step", "zero_grad", "forward", "compute", "comm_wait", "lag", "optimizer", "cpu")
+# "lag" the part of comm_wait before the slowest rank had its last gradient; "copies" DDP's
+# own work inside comm_wait (read from the trace: DDP_COPIES).
+COLUMNS = ("step", "zero_grad", "forward", "compute", "comm_wait", "lag", "copies", "optimizer",
+           "cpu")
+# DDP's work on the caller's thread after the last gradient: scaling the last gradient into
+# its bucket, and copying every reduced bucket back into the parameters' .grad.
+DDP_COPIES = ("torch::distributed::reducer::mul_out",
+              "torch.distributed.ddp.reducer::copy_bucket_to_grad")
 
 
 class LastGradientMark:
@@ -103,20 +111,40 @@ def profile_backend(model, opt, batches, barrier, latest, cpu_now, steps, trace_
                 lag = latest(ready) - ready  # the ranks share CLOCK_MONOTONIC (one host)
                 wait = t3 - ready
                 for c, v in zip(COLUMNS, (t4 - t0, t1 - t0, t2 - t1, t3 - t2 - wait, wait,
-                                          min(lag, wait), t4 - t3, c1 - c0)):
+                                          min(lag, wait), 0.0, t4 - t3, c1 - c0)):
                     times[c].append(v)
         prof.export_chrome_trace(trace_path)
     finally:
         mark.remove()
+    times["copies"] = copies_in_waits(trace_path) or [0.0]
     return [statistics.median(times[c]) for c in COLUMNS]
+
+
+def trace_events(path):
+    import json
+
+    with open(path) as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def copies_in_waits(path):
+    """Seconds of DDP_COPIES events inside each ddp_step.comm_wait region of a trace."""
+    events = trace_events(path)
+    out = []
+    for w in (e for e in events if e["name"] == "ddp_step.comm_wait"):
+        end = w["ts"] + w["dur"]
+        out.append(sum(e["dur"] for e in events if e["name"] in DDP_COPIES and
+                       e["tid"] == w["tid"] and w["ts"] <= e["ts"] < end) / 1e6)
+    return out
 
 
 def print_table(rows, ranks):
     print(f"\nDDP step timeline (--profile; median of the profiled steps, mean over {ranks} "
           "ranks; ms)")
     print("| model | backend | step | zero_grad | forward | backward compute | "
-          "comm wait after backward | of which peer lag | optimizer | backend CPU |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "comm wait after backward | of which peer lag | of which DDP copies | optimizer | "
+          "backend CPU |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, backend, values in rows:
         *secs, cpu = values
         cells = " | ".join(f"{v * 1e3:.2f}" for v in secs)
@@ -125,10 +153,7 @@ def print_table(rows, ranks):
 
 def check_trace(path):
     """--check: the trace holds every region of every profiled step, and DDP's all-reduces."""
-    import json
-
-    with open(path) as f:
-        names = [e.get("name") for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    names = [e["name"] for e in trace_events(path)]
     wanted = [f"ddp_step.{r}" for r in ("zero_grad", "forward", "backward", "comm_wait",
                                         "optimizer")] + ["c10d::allreduce_"]
     missing = [w for w in wanted if w not in names]
