@@ -284,45 +284,26 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   return chorusSuccess;
 }
 
-// Every rank writes its block into the root's output; ranks that cannot send theirs
-// through the FIFO.
+// Every rank writes its block into the root's output. Whether it can is the root's output
+// alone (registered, or CMA chosen), which every rank sees in the root's descriptor: where it
+// cannot, the call falls back to the FIFO schedule as a whole (gatherRun).
 chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
   const int root = s.a_.root;
-  const size_t b = s.bytes_, elem = s.p_.elemSize();
-  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const size_t b = s.bytes_;
   if (s.rank_ == root) {
     const std::vector<int> to = s.others();
     CHORUS_CHECK(s.swap(to, {}, false, true));
-    char* out = static_cast<char*>(s.a_.recvbuf);
-    char* own = out + static_cast<size_t>(root) * b;
+    if (!peerReachable(s.of(root).recv, s.cma())) return s.fellBack();
+    char* own = static_cast<char*>(s.a_.recvbuf) + static_cast<size_t>(root) * b;
     if (own != s.a_.sendbuf) std::memmove(own, s.a_.sendbuf, b);
-    std::vector<int> wrote;
-    const bool reach = peerReachable(s.of(root).recv, s.cma());
-    if (!reach) (void)s.fellBack();
-    for (int peer : to) {
-      if (reach) {
-        wrote.push_back(peer);
-        continue;
-      }
-      for (size_t off = 0; off < s.a_.count; off += pieceElems)
-        CHORUS_CHECK(s.p_.recv(peer, out + static_cast<size_t>(peer) * b + off * elem,
-                               std::min(pieceElems, s.a_.count - off)));
-    }
-    CHORUS_CHECK(s.finish({}, wrote));
+    CHORUS_CHECK(s.finish({}, to));
   } else {
     CHORUS_CHECK(s.swap({}, {root}, false, false));
     const BufRef& dst = s.of(root).recv;
-    if (peerReachable(dst, s.cma())) {
-      CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
-                                    plan.streaming));
-      CHORUS_CHECK(s.finish({root}, {}));
-    } else {
-      (void)s.fellBack();
-      const char* in = static_cast<const char*>(s.a_.sendbuf);
-      for (size_t off = 0; off < s.a_.count; off += pieceElems)
-        CHORUS_CHECK(
-            s.p_.send(root, in + off * elem, std::min(pieceElems, s.a_.count - off), false));
-    }
+    if (!peerReachable(dst, s.cma())) return s.fellBack();
+    CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
+                                  plan.streaming));
+    CHORUS_CHECK(s.finish({root}, {}));
   }
   *done = true;
   s.ran();
