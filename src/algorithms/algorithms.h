@@ -53,6 +53,10 @@ struct CopyPathCall {
 };
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                              uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call);
+/// A call planned on the single-copy route that runs the FIFO schedule at once, without
+/// swapping descriptors: the deciding rank's last swap of this collective fell back to the
+/// FIFO and leased the next calls of the same size to it (decided alike on every rank).
+bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes);
 /// Every rank times each call that singleCopyRun began, the FIFO fallback included, and
 /// reports it here: the chooser learns from the deciding rank's times (and, for broadcast
 /// and scatter, its receivers', which reach it with their next call's descriptors).

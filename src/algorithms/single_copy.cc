@@ -39,6 +39,17 @@ using Desc = PeerDesc;
 
 int decidingRank(const CollArgs& a) { return copyPathDecider(a.coll, a.root); }
 
+// The most calls one FIFO lease covers (singleCopyLeased). A call that falls back to the
+// FIFO paid a descriptor swap for nothing: a round trip on the LL path that, at np 2, made
+// gather and scatter of 32 KiB 0.67 us where the FIFO alone takes 0.40 (AMD EPYC Zen 5,
+// docs/PERF.md#perf-fifo-lease), and serialised the calls (a gather's sender waited for the
+// root's descriptor, so back-to-back calls could not pipeline). Up to this many following
+// calls of the same collective, size and deciding rank skip the swap: the swap's cost is
+// then spread over 64 calls (well under 1% at any size it runs), and registered buffers
+// that follow ordinary ones of the same size run on the FIFO for at most 63 calls. The
+// chooser's own schedule of CMA tries (src/tuning/copy_path.h) bounds it further.
+constexpr uint32_t kFifoLeaseMax = 63;
+
 // Collectives whose root leaves the FIFO path before its receivers have their bytes: the
 // root times a call with its receivers' times, which come with their next descriptors.
 bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter; }
@@ -71,11 +82,17 @@ class SingleCopy {
     // registered buffers are reached through mappings at every size. Every rank takes the
     // deciding rank's choice from its descriptor (swap).
     cma_ = plan.cma;
+    // The FIFO lease this rank offers, if it decides the call (the others' offers go unread).
+    const bool inPlace = a.sendbuf == a.recvbuf;
+    if (rank_ == decidingRank(a) && !cma_)
+      offer_ = plan.cmaTimed ? comm->peerMem.copyPaths[copyPathUse(a.coll)].runway(
+                                   resultBytes, inPlace, CopyPath::Fifo, kFifoLeaseMax)
+                             : kFifoLeaseMax;  // CMA off for this size: the FIFO every time
     if (plan.cmaTimed) {
       call->chose = true;
       call->use = copyPathUse(a.coll);
       call->bytes = resultBytes;
-      call->inPlace = a.sendbuf == a.recvbuf;
+      call->inPlace = inPlace;
       call->way = cma_ ? CopyPath::Cma : CopyPath::Fifo;
     }
     theirs_.resize(static_cast<size_t>(n_));
@@ -103,6 +120,7 @@ class SingleCopy {
     mine.seq = seq_;
     mine.bytes = bytes_;
     mine.cma = cma_ ? 1 : 0;
+    mine.fifoLease = offer_;
     const PeerMem::LastCall& last =
         comm_->peerMem.lastCall[static_cast<size_t>(copyPathUse(a_.coll))];
     mine.lastSeq = last.seq;
@@ -154,6 +172,23 @@ class SingleCopy {
     return chorusSuccess;
   }
 
+  // The call falls back to the FIFO schedule (no buffer reachable, or the FIFO chosen).
+  chorusResult_t fellBack() {
+    fifo_ = true;
+    return chorusSuccess;
+  }
+
+  // After the swap, on every rank alike: a call that fell back to the FIFO takes the deciding
+  // rank's lease for the next calls (singleCopyLeased); one that copied once ends any lease.
+  void noteLease(const Plan& plan, size_t resultBytes) {
+    const int d = decidingRank(a_);
+    const uint32_t lease = fifo_ ? of(d).fifoLease : 0;
+    const CopyPathUse u = copyPathUse(a_.coll);
+    comm_->peerMem.fifoLease[static_cast<size_t>(u)] = PeerMem::FifoLease{resultBytes, d, lease};
+    if (lease && rank_ == d && plan.cmaTimed)
+      comm_->peerMem.copyPaths[u].skipped(resultBytes, a_.sendbuf == a_.recvbuf, lease);
+  }
+
   const Desc& of(int r) const { return theirs_[static_cast<size_t>(r)]; }
   // The transport's reach into peers' memory (planned only where there is one: allShm).
   PeerAccess& access() const { return *comm_->peerMem.access; }
@@ -176,6 +211,8 @@ class SingleCopy {
   int n_, rank_;
   size_t bytes_;
   bool cma_;
+  uint32_t offer_ = 0;  // the FIFO lease in our descriptor
+  bool fifo_ = false;   // fellBack()
   std::vector<Desc> theirs_;
 };
 
@@ -185,7 +222,7 @@ chorusResult_t allToAllLike(SingleCopy& s, const Plan& plan, bool* done) {
   const std::vector<int> to = s.others(), from = s.othersFrom();
   CHORUS_CHECK(s.swap(to, from, true, false));
   for (int r = 0; r < s.n_; ++r)
-    if (!peerReachable(s.of(r).send, s.cma())) return chorusSuccess;  // all see the same
+    if (!peerReachable(s.of(r).send, s.cma())) return s.fellBack();  // all see the same
   const size_t b = s.bytes_;
   char* out = static_cast<char*>(s.a_.recvbuf);
   const char* in = static_cast<const char*>(s.a_.sendbuf);
@@ -223,7 +260,7 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   else
     peersOfRoot = {root};
   CHORUS_CHECK(s.swap(peersOfRoot, peersOfRoot, s.rank_ == root, s.rank_ != root));
-  if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
+  if (!peerReachable(s.of(root).send, s.cma())) return s.fellBack();
   const Desc& r = s.of(root);
   // The root tells the receivers in its descriptor whether it is in place (send.pad).
   const bool rootInPlace = r.send.pad == 1;
@@ -247,43 +284,26 @@ chorusResult_t broadcast(SingleCopy& s, const Plan& plan, bool* done) {
   return chorusSuccess;
 }
 
-// Every rank writes its block into the root's output; ranks that cannot send theirs
-// through the FIFO.
+// Every rank writes its block into the root's output. Whether it can is the root's output
+// alone (registered, or CMA chosen), which every rank sees in the root's descriptor: where it
+// cannot, the call falls back to the FIFO schedule as a whole (gatherRun).
 chorusResult_t gather(SingleCopy& s, const Plan& plan, bool* done) {
   const int root = s.a_.root;
-  const size_t b = s.bytes_, elem = s.p_.elemSize();
-  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const size_t b = s.bytes_;
   if (s.rank_ == root) {
     const std::vector<int> to = s.others();
     CHORUS_CHECK(s.swap(to, {}, false, true));
-    char* out = static_cast<char*>(s.a_.recvbuf);
-    char* own = out + static_cast<size_t>(root) * b;
+    if (!peerReachable(s.of(root).recv, s.cma())) return s.fellBack();
+    char* own = static_cast<char*>(s.a_.recvbuf) + static_cast<size_t>(root) * b;
     if (own != s.a_.sendbuf) std::memmove(own, s.a_.sendbuf, b);
-    std::vector<int> wrote;
-    const bool reach = peerReachable(s.of(root).recv, s.cma());
-    for (int peer : to) {
-      if (reach) {
-        wrote.push_back(peer);
-        continue;
-      }
-      for (size_t off = 0; off < s.a_.count; off += pieceElems)
-        CHORUS_CHECK(s.p_.recv(peer, out + static_cast<size_t>(peer) * b + off * elem,
-                               std::min(pieceElems, s.a_.count - off)));
-    }
-    CHORUS_CHECK(s.finish({}, wrote));
+    CHORUS_CHECK(s.finish({}, to));
   } else {
     CHORUS_CHECK(s.swap({}, {root}, false, false));
     const BufRef& dst = s.of(root).recv;
-    if (peerReachable(dst, s.cma())) {
-      CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
-                                    plan.streaming));
-      CHORUS_CHECK(s.finish({root}, {}));
-    } else {
-      const char* in = static_cast<const char*>(s.a_.sendbuf);
-      for (size_t off = 0; off < s.a_.count; off += pieceElems)
-        CHORUS_CHECK(
-            s.p_.send(root, in + off * elem, std::min(pieceElems, s.a_.count - off), false));
-    }
+    if (!peerReachable(dst, s.cma())) return s.fellBack();
+    CHORUS_CHECK(s.access().write(root, dst, static_cast<size_t>(s.rank_) * b, s.a_.sendbuf, b,
+                                  plan.streaming));
+    CHORUS_CHECK(s.finish({root}, {}));
   }
   *done = true;
   s.ran();
@@ -298,13 +318,13 @@ chorusResult_t scatter(SingleCopy& s, const Plan& plan, bool* done) {
     // The receivers' descriptors carry their times of the last call (rootLeavesEarly).
     const std::vector<int> to = s.others();
     CHORUS_CHECK(s.swap(to, to, true, false));
-    if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    if (!peerReachable(s.of(root).send, s.cma())) return s.fellBack();
     const char* own = static_cast<const char*>(s.a_.sendbuf) + static_cast<size_t>(root) * b;
     if (own != s.a_.recvbuf) std::memmove(s.a_.recvbuf, own, b);
     CHORUS_CHECK(s.finish({}, to));
   } else {
     CHORUS_CHECK(s.swap({root}, {root}, false, false));
-    if (!peerReachable(s.of(root).send, s.cma())) return chorusSuccess;
+    if (!peerReachable(s.of(root).send, s.cma())) return s.fellBack();
     CHORUS_CHECK(s.access().read(root, s.of(root).send, static_cast<size_t>(s.rank_) * b,
                                  s.a_.recvbuf, b, plan.streaming));
     CHORUS_CHECK(s.finish({root}, {}));
@@ -392,7 +412,7 @@ chorusResult_t allReduce(SingleCopy& s, const Plan& plan, bool* done) {
   CHORUS_CHECK(s.swap(to, from, true, true));
   bool mapped = true;
   for (int r = 0; r < s.n_; ++r) mapped = mapped && s.of(r).send.regionId && s.of(r).recv.regionId;
-  if (!mapped && !s.cma()) return chorusSuccess;  // every rank alike: the FIFO ring
+  if (!mapped && !s.cma()) return s.fellBack();  // every rank alike: the FIFO ring
   const size_t elem = s.p_.elemSize(), count = s.a_.count;
   const size_t n = static_cast<size_t>(s.n_), me = static_cast<size_t>(s.rank_);
   const size_t align = std::max<size_t>(1, 64 / elem);
@@ -444,15 +464,25 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
                              uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call) {
   *done = false;
   SingleCopy s(comm, a, plan, p, seq, resultBytes, call);
+  chorusResult_t r = chorusSuccess;
   switch (a.coll) {
     case Coll::AllGather:
-    case Coll::AllToAll: return allToAllLike(s, plan, done);
-    case Coll::Broadcast: return broadcast(s, plan, done);
-    case Coll::Gather: return gather(s, plan, done);
-    case Coll::Scatter: return scatter(s, plan, done);
-    case Coll::AllReduce: return allReduce(s, plan, done);
+    case Coll::AllToAll: r = allToAllLike(s, plan, done); break;
+    case Coll::Broadcast: r = broadcast(s, plan, done); break;
+    case Coll::Gather: r = gather(s, plan, done); break;
+    case Coll::Scatter: r = scatter(s, plan, done); break;
+    case Coll::AllReduce: r = allReduce(s, plan, done); break;
     default: return chorusSuccess;
   }
+  if (r == chorusSuccess) s.noteLease(plan, resultBytes);
+  return r;
+}
+
+bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes) {
+  PeerMem::FifoLease& l = comm->peerMem.fifoLease[static_cast<size_t>(copyPathUse(a.coll))];
+  if (l.left == 0 || l.bytes != resultBytes || l.decider != decidingRank(a)) return false;
+  --l.left;
+  return true;
 }
 
 void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,

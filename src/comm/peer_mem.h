@@ -52,11 +52,11 @@ struct PeerDesc {
   BufRef send;
   BufRef recv;
   uint64_t seq;
-  uint64_t bytes;  // the caller's count in bytes (per block where blocks apply)
-  uint32_t cma;    // the deciding rank's choice for this call: 1 CMA, 0 the FIFO
-  uint32_t pad;
-  uint64_t lastSeq;  // this rank's last call of this collective that could copy once,
-  uint64_t lastNs;   // and its time here (PeerMem::lastCall)
+  uint64_t bytes;      // the caller's count in bytes (per block where blocks apply)
+  uint32_t cma;        // the deciding rank's choice for this call: 1 CMA, 0 the FIFO
+  uint32_t fifoLease;  // the decider's: if this call runs on the FIFO, next calls that do
+  uint64_t lastSeq;    // this rank's last call of this collective that could copy once,
+  uint64_t lastNs;     // and its time here (PeerMem::lastCall)
 };
 
 /// The communicator's part: whether single copy and CMA apply, the registrations.
@@ -90,6 +90,15 @@ struct PeerMem {
     uint64_t ns = 0;
   };
   std::array<PendingCall, kCopyPathUses> pending{};
+  /// Per collective, the calls that still run on the FIFO without swapping descriptors
+  /// (single_copy.cc, singleCopyLeased): granted by the deciding rank in the last swap that
+  /// fell back to the FIFO, for calls of the same result bytes and deciding rank.
+  struct FifoLease {
+    size_t bytes = 0;
+    int decider = -1;
+    uint32_t left = 0;
+  };
+  std::array<FifoLease, kCopyPathUses> fifoLease{};
   std::mutex mutex;  // registrations come from any thread
   std::vector<Registration> regs;
 };

@@ -122,6 +122,26 @@ class TwoWayChooser {
     return false;
   }
 
+  /// How many calls after the one choose() just gave `w` for will surely go way `w` too,
+  /// at most `cap`: 0 unless `w` is the settled way (decided, no try pending or being
+  /// confirmed, not the counted call after a switch). A caller that runs those calls
+  /// without timing them (single_copy.cc's FIFO lease) reports them with skipped().
+  uint32_t runway(size_t bytes, bool inPlace, Way w, uint32_t cap) const {
+    if (fixed_) return fixedWay_ == w ? cap : 0;
+    const Bucket& b = buckets_[bucketOf(bytes, inPlace)];
+    if (!b.warm || !b.decided || b.confirming || b.switched || b.best != w || b.untilTry < 2)
+      return 0;
+    return b.untilTry - 1 < cap ? b.untilTry - 1 : cap;
+  }
+
+  /// `n` calls of the chosen way ran untimed (at most what runway() said): the next try of
+  /// the other way comes as many calls sooner, as if they had been recorded.
+  void skipped(size_t bytes, bool inPlace, uint32_t n) {
+    if (fixed_) return;
+    Bucket& b = buckets_[bucketOf(bytes, inPlace)];
+    b.untilTry = b.untilTry > n ? b.untilTry - n : 0;
+  }
+
   /// A size's recent time per call each way (ns; 0 = not measured), for logs and tests.
   double ewmaNs(size_t bytes, bool inPlace, Way s) const {
     return buckets_[bucketOf(bytes, inPlace)].ns[static_cast<int>(s)];

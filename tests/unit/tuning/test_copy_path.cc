@@ -107,4 +107,34 @@ TEST(CopyPath, EachCollectiveLearnsOnItsOwn) {
   EXPECT_EQ(chs[CopyPathUse::AllGather].choose(kMiB), CopyPath::Fifo);  // no calls yet
 }
 
+// The FIFO lease (single_copy.cc): runway() says how many calls after this one surely go
+// the settled way; reporting them as skipped() keeps the schedule of tries of the other way
+// what it would have been had every call been timed.
+TEST(CopyPath, RunwayIsZeroUntilSettledAndSkippedCallsBringTheNextTryCloser) {
+  CopyPathChoosers chs;
+  CopyPathChooser& ch = chs[CopyPathUse::Gather];
+  Machine fifoWins{50e3, 100e3, 100e3};
+  EXPECT_EQ(ch.runway(kMiB, false, CopyPath::Fifo, 63), 0u);  // nothing timed yet
+  run(ch, fifoWins, kMiB, 4);  // warm-up, FIFO x2, the first CMA try (not counted)
+  EXPECT_EQ(ch.runway(kMiB, false, CopyPath::Fifo, 63), 0u);  // not decided yet
+  run(ch, fifoWins, kMiB, 4);                                 // CMA x2: the FIFO settled; FIFO x2
+  const uint32_t r = ch.runway(kMiB, false, CopyPath::Fifo, 63);
+  EXPECT_GT(r, 0u);
+  EXPECT_LT(r, 32u);  // tries come back kMinInterval calls after a choice
+  EXPECT_EQ(ch.runway(kMiB, false, CopyPath::Cma, 63), 0u);  // never for the losing way
+  EXPECT_EQ(ch.runway(kMiB, true, CopyPath::Fifo, 63), 0u);  // in place learns apart
+  EXPECT_LE(ch.runway(kMiB, false, CopyPath::Fifo, 5), 5u);  // capped
+  // This call, then `r` untimed ones: the call after them is the next try of CMA.
+  ASSERT_EQ(ch.choose(kMiB), CopyPath::Fifo);
+  ch.record(kMiB, false, CopyPath::Fifo, fifoWins.cost(CopyPath::Fifo));
+  ch.skipped(kMiB, false, r);
+  EXPECT_EQ(ch.choose(kMiB), CopyPath::Cma);
+  EXPECT_EQ(ch.runway(kMiB, false, CopyPath::Fifo, 63), 0u);
+  // A fixed way: the whole cap for that way, nothing for the other.
+  CopyPathChooser fixed;
+  fixed.fix(CopyPath::Fifo);
+  EXPECT_EQ(fixed.runway(kMiB, false, CopyPath::Fifo, 63), 63u);
+  EXPECT_EQ(fixed.runway(kMiB, false, CopyPath::Cma, 63), 0u);
+}
+
 }  // namespace
