@@ -26,7 +26,8 @@
 
 namespace chorus {
 
-class PeerAccess;  // transports/peer_access.h
+class PeerAccess;   // transports/peer_access.h
+class SharedBoard;  // transports/board.h
 
 /// What every rank publishes about itself during init.
 struct PeerInfo {
@@ -219,6 +220,9 @@ class Transport {
   /// Direct access to same-host peers' memory (transports/peer_access.h), once set up; null
   /// where the transport has none.
   virtual PeerAccess* peerAccess() { return nullptr; }
+  /// Boards every rank writes once and every same-host peer reads (transports/board.h),
+  /// once every rank is connected; null where the transport has none.
+  virtual SharedBoard* sharedBoard() { return nullptr; }
 };
 
 }  // namespace chorus

@@ -33,8 +33,9 @@ chorusResult_t checkCallMatches(chorusComm* comm, const CollArgs& a, uint64_t se
 
 /// What ran the current call (PlanCache::Record, read by tests through src/api/test_hooks.h):
 /// every algorithm below records itself as it starts.
-inline void noteRan(chorusComm* comm, Algo a, Proto pr, PathRan path = PathRan::Fifo) {
-  comm->plans.record.ran = Ran{a, pr, path};
+inline void noteRan(chorusComm* comm, Algo a, Proto pr, PathRan path = PathRan::Fifo,
+                    bool board = false) {
+  comm->plans.record.ran = Ran{a, pr, path, false, board};
   comm->plans.record.ranValid = true;
 }
 
@@ -83,6 +84,9 @@ chorusResult_t runWithSlotStores(chorusComm* comm, const CollArgs& a, const Plan
 chorusResult_t allReduceDirect(chorusComm* comm, const CollArgs& a, Prims& p);
 /// Direct on the FIFOs (crowded same-host calls, choosePlan): block r is reduced by rank r.
 chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+/// The same through the shared boards (src/algorithms/board.cc): pieces of plan.pieceBytes
+/// of the whole vector, at most a board buffer; each share reduced in rank order.
+chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p);
@@ -93,6 +97,9 @@ chorusResult_t allReduceHalving(chorusComm* comm, const CollArgs& a, const Plan&
 /// where halvingFits(nranks) (src/tuning/tuning.h: a power of two).
 chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                     Prims& p);
+/// Every rank's block through the shared boards (src/algorithms/board.cc): pieces of
+/// plan.pieceBytes, at most a board buffer.
+chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

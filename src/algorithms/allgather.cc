@@ -1,7 +1,8 @@
 // allgather.cc — every rank's block to every rank.
 //
-// Small: each rank writes its block to every other rank on the LL path. Otherwise a
-// pipelined ring: each block travels n-1 hops, forwarded piece by piece.
+// Small: each rank writes its block to every other rank on the LL path. Where ranks crowd
+// their CPUs, the shared boards (board.cc). Otherwise a pipelined ring: each block travels
+// n-1 hops, forwarded piece by piece.
 #include <algorithm>
 #include <cstring>
 
@@ -48,6 +49,7 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
     if (!halvingFits(n)) return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
     return allGatherDoubling(comm, a, plan, p);
   }
+  if (plan.board) return allGatherBoard(comm, a, plan, p);  // crowded same-host calls
   if (plan.algo == Algo::Direct) {
     noteRan(comm, Algo::Direct, Proto::LL);
     for (int k = 1; k < n; ++k) CHORUS_CHECK(p.sendLL((rank + k) % n, in, blockBytes));

@@ -65,6 +65,7 @@ chorusResult_t runSchedule(chorusComm* comm, const CollArgs& a, const Plan& plan
       const size_t bytes = a.count * p.elemSize();
       switch (plan.algo) {
         case Algo::Direct:
+          if (plan.board) return allReduceBoard(comm, a, plan, p);
           if (plan.proto == Proto::Simple) return allReduceDirectFifo(comm, a, plan, p);
           if (bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
           return allReduceDirect(comm, a, p);

@@ -29,5 +29,7 @@ extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRe
   out->reproducible = comm->tuning.reproducible ? 1 : 0;
   out->planOrdered = r.plan.ordered ? 1 : 0;
   out->ranOrdered = r.ranValid && r.ran.ordered ? 1 : 0;
+  out->planBoard = r.plan.board ? 1 : 0;
+  out->ranBoard = r.ranValid && r.ran.board ? 1 : 0;
   return chorusSuccess;
 }

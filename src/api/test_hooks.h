@@ -33,6 +33,9 @@ typedef struct {
   int reproducible; /* the communicator's mode (CHORUS_REPRODUCIBLE / chorusConfig_t) */
   int planOrdered;  /* the plan is the rank-order one (src/tuning/ordered_plan.cc) */
   int ranOrdered;   /* a rank-order schedule ran it (src/algorithms/ordered.cc) */
+  /* The shared boards (transports/board.h, src/algorithms/board.cc): */
+  int planBoard; /* the plan runs on them */
+  int ranBoard;  /* a schedule on them ran it */
 } chorusTestPlanRecord;
 
 CHORUS_API chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out);

@@ -134,6 +134,7 @@ chorusResult_t peerMemInit(chorusComm* comm) {
       comm->transports[0]->sharesMemory())
     pm.access = comm->transports[0]->peerAccess();
   pm.allShm = pm.access != nullptr;
+  pm.board = pm.allShm ? comm->transports[0]->sharedBoard() : nullptr;
   if (!pm.allShm) return chorusSuccess;
   CmaProbe probe;
   CHORUS_CHECK(pm.access->probeCma(

@@ -19,6 +19,7 @@
 
 #include "chorus.h"
 #include "src/tuning/copy_path.h"
+#include "transports/board.h"
 #include "transports/peer_access.h"
 
 struct chorusComm;
@@ -63,6 +64,7 @@ struct PeerDesc {
 struct PeerMem {
   bool allShm = false;           // every rank on this host, every pair joined by shared memory
   PeerAccess* access = nullptr;  // the shm transport's (set where allShm)
+  SharedBoard* board = nullptr;  // its boards (transports/board.h), where allShm and it has them
   bool cma = false;              // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;          // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;           // CHORUS_CMA_MAX: CMA only for results below this

@@ -63,6 +63,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.ntBytes = t.ntBytes;
   k.tcpPieceMin = t.tcpPieceMin;
   k.allShm = pm.allShm;
+  k.boardBytes = pm.board != nullptr ? pm.board->bufferBytes() : 0;
   k.llBytes = t.llBytes;
   k.singleCopyBytes = pm.allShm && comm->plans.descFits ? pm.threshold : ~size_t{0};
   k.cma = pm.cma;

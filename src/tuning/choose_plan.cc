@@ -82,7 +82,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // the FIFOs (allReduceDirectFifo) waits twice per piece, for whichever peers ran, and
   // moves the same bytes; one piece per rank's share. Up to shares of a quarter slot: above,
   // the ring's pipelined pieces won (np 4 on 2 CPUs, AMD EPYC: direct 1.2-1.8x the ring
-  // from 32 to 512 KiB, 0.45-0.65x from 2 MiB; docs/PERF.md#perf-crowded-direct).
+  // from 32 to 512 KiB, 0.45-0.65x from 2 MiB; docs/PERF.md#perf-crowded-direct). Where the
+  // transport has boards, the rule below takes these calls.
   if (coll == Coll::AllReduce && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
       k.slotBytes > 0 && bytes > k.llBytes &&
       bytes / static_cast<size_t>(k.nranks) <= k.slotBytes / 4 &&
@@ -92,7 +93,46 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     p.proto = Proto::Simple;
     p.pieceBytes = (bytes / static_cast<size_t>(k.nranks) + 63) & ~static_cast<size_t>(63);
   }
+  // The boards (src/algorithms/board.cc), where they hold the call in at most two buffers:
+  // each rank copies its input in once and reduces its share from every board, instead of
+  // copying n - 1 shares into slots and n - 1 results out again. Two waits per piece either
+  // way; on the boards, n copies per rank against the FIFOs' 2(n - 1). Measured (np 4 on 2
+  // CPUs, AMD EPYC): 64 KiB-1 MiB 1.1-1.4x the direct schedule on the FIFOs and 1 MiB 1.0-1.3x
+  // the ring; from 2 MiB level with the ring quiet, but each piece is two waits for every rank,
+  // and beside busy processes (each wait then a scheduler turn) 4 pieces lost to the ring's
+  // pairwise, pipelined hand-offs: up to two pieces (docs/PERF.md#perf-board).
+  if (coll == Coll::AllReduce && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
+      k.boardBytes > 0 && bytes > k.llBytes && bytes <= 2 * k.boardBytes &&
+      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
+    p.algo = Algo::Direct;
+    p.proto = Proto::Simple;
+    const size_t pieces = bytes > k.boardBytes ? 2 : 1;
+    p.pieceBytes = std::min(k.boardBytes, ((bytes + pieces - 1) / pieces + 63) & ~size_t{63});
+    p.board = true;
+  }
   // --- end crowded same-host all-reduce ---
+  // --- crowded same-host all-gather: the boards (issue 38) ---
+  // Where ranks outnumber their CPUs and more than two share a host, the ring's n - 1
+  // hand-offs per piece each wait for one particular rank to be scheduled. On the boards
+  // (src/algorithms/board.cc) every rank writes its block once and reads every peer's as
+  // soon as that peer has written: one wait per peer, for whichever ran, and n copies per
+  // rank instead of the ring's 2(n - 1). Pieces of a board buffer (a slot), blocks of up to
+  // two (as the all-reduce above; np 4 on 2 CPUs, AMD EPYC: 1.1-3.3x the ring quiet from
+  // 32 KiB to 16 MiB, but beside two busy processes 4 pieces a block lost 10-30% to it).
+  // Above what the tables give the LL path (direct/LL stays there: one message per peer).
+  const size_t block =
+      (bytes / static_cast<size_t>(std::max(k.nranks, 1)) + 63) & ~static_cast<size_t>(63);
+  if (coll == Coll::AllGather && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
+      k.boardBytes > 0 && p.algo != Algo::Direct && block <= 2 * k.boardBytes &&
+      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
+    p.algo = Algo::Direct;
+    p.proto = Proto::Simple;
+    p.pieceBytes = std::min(block, k.boardBytes);
+    p.board = true;
+  }
+  // --- end crowded same-host all-gather ---
   switch (coll) {
     case Coll::AllToAll:
     case Coll::Scatter:
@@ -128,8 +168,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // Same-host single copy: a direct exchange between user buffers (each rank reads or writes
   // its peers' blocks), so only where the restriction allows direct on slots (or is ignored
   // for this call). A buffer no peer can reach sends the call down the FIFO schedule above.
-  if (t != nullptr && k.allShm && bytes >= k.singleCopyBytes && singleCopyColl(coll, bytes, call) &&
-      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+  if (t != nullptr && k.allShm && !p.board && bytes >= k.singleCopyBytes &&
+      singleCopyColl(coll, bytes, call) && allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
     p.route = Route::SingleCopy;
     p.cma = k.cma && bytes < k.cmaLimit;
   }
@@ -145,7 +185,9 @@ std::string planText(const Plan& p) {
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.ordered ? ", rank order (CHORUS_REPRODUCIBLE)" : "",
+                p.ordered ? ", rank order (CHORUS_REPRODUCIBLE)"
+                : p.board ? ", on the shared boards"
+                          : "",
                 !p.fallback ? ""
                 : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order"
                             : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");

@@ -46,6 +46,7 @@ struct Plan {
   bool cmaTimed = false;  // `cma` is this rank's timed pick for every rank (CHORUS_CMA_MAX=auto)
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
+  bool board = false;     // direct/Simple on the shared boards (src/algorithms/board.cc)
   /// Reproducible all-reduce across hosts (orderedPlan): up to the LL threshold every input
   /// to rank 0 and the sum back (viaRoot); above it a chain in rank order (chain).
   bool viaRoot = false;
@@ -63,6 +64,7 @@ struct Ran {
   Proto proto = Proto::Simple;
   PathRan path = PathRan::Fifo;
   bool ordered = false;  // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
+  bool board = false;    // a schedule on the shared boards ran (src/algorithms/board.cc)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -262,6 +264,7 @@ struct PlanKnobs {
   size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
   bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
+  size_t boardBytes = 0;   // a board buffer (transports/board.h) where allShm has boards; 0: none
   size_t llBytes = 16 << 10;  // CHORUS_LL_THRESHOLD: what one LL message carries
   /// Same-host single copy (PeerMem): from this many result bytes (CHORUS_SINGLE_COPY_THRESHOLD;
   /// SIZE_MAX: never, also where a descriptor does not fit an LL message).

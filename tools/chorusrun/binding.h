@@ -22,9 +22,10 @@ bool parseBindMode(const std::string& text, BindMode* mode);
 
 /// CPU sets for `localSize` ranks on this machine, one per local rank: local rank i gets
 /// the i-th core chorusrun itself may use, in (package, core) order (all hardware threads
-/// of that core). Empty when
-/// the ranks run unbound: mode none, or more ranks than cores (auto: silently, as mpirun
-/// does; core: with *note saying why). `sysRoot` is where /sys lives (tests use a fake).
+/// of that core). More ranks than cores: auto runs them unbound, silently, as mpirun does;
+/// core binds local rank i to core i mod ncores (as Intel MPI pins), with *note saying so.
+/// Empty when the ranks run unbound (mode none too). `sysRoot` is where /sys lives (tests
+/// use a fake).
 std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* note,
                                    const std::string& sysRoot = "");
 

@@ -57,6 +57,15 @@ struct alignas(64) SegmentHeader {
   Doorbell bell;
 };
 
+/// A board's control (board.h), at the start of the board in its owner's segment: line 0
+/// the owner's last posted epoch, line 1 + r the last epoch rank r finished reading (each
+/// written by one rank alone).
+struct alignas(64) BoardLine {
+  std::atomic<uint64_t> epoch;
+  char pad[56];
+};
+static_assert(sizeof(BoardLine) == 64, "board line");
+
 /// An LL message goes in one of two kinds of buffer by its size (AreaGeometry).
 ///
 /// Short messages (up to kLlLineMax = 448 bytes) go in a short buffer of 64-byte lines:
@@ -115,7 +124,8 @@ inline uint64_t llFlagValue(uint64_t seq) {
 struct AreaGeometry {
   size_t slotBytes;
   int depth;
-  size_t llMax;  // largest LL message
+  size_t llMax;            // largest LL message
+  size_t boardBuffer = 0;  // bytes of one board buffer (0: no board)
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
@@ -141,9 +151,15 @@ struct AreaGeometry {
   size_t areaOffset(int peer) const {
     return headerBytes() + static_cast<size_t>(peer) * areaBytes();
   }
-  size_t segmentBytes(int nranks) const {
-    return headerBytes() + static_cast<size_t>(nranks) * areaBytes();
+  /// The board (board.h) after the areas: its control lines, then two buffers.
+  size_t boardOffset(int nranks) const { return areaOffset(nranks); }
+  size_t boardCtrlBytes(int nranks) const {
+    return roundUp(sizeof(BoardLine) * (1 + static_cast<size_t>(nranks)), kPage);
   }
+  size_t boardBytes(int nranks) const {
+    return boardBuffer == 0 ? 0 : boardCtrlBytes(nranks) + 2 * roundUp(boardBuffer, kPage);
+  }
+  size_t segmentBytes(int nranks) const { return boardOffset(nranks) + boardBytes(nranks); }
 };
 
 }  // namespace shm

@@ -82,6 +82,14 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   geo_.slotBytes = ctx.slotBytes;
   geo_.depth = ctx.fifoDepth;
   geo_.llMax = std::max<size_t>(ctx.llBytes, 64);
+  // Boards (board.h) serve schedules of three or more ranks (src/algorithms/board.cc): a
+  // slot's worth per buffer. Every rank derives the same size (segments must agree).
+  geo_.boardBuffer = ctx.nranks > 2 ? ctx.slotBytes : 0;
+  rank_ = ctx.rank;
+  pids_.assign(static_cast<size_t>(ctx.nranks), 0);
+  if (ctx.peers)
+    for (size_t r = 0; r < ctx.peers->size() && r < pids_.size(); ++r)
+      pids_[r] = (*ctx.peers)[r].pid;
   if (geo_.depth < 2 || geo_.depth > kMaxDepth)
     CHORUS_FAIL(chorusInvalidArgument, "shm FIFO depth %d outside [2, %d] (CHORUS_FIFO_DEPTH)",
                 geo_.depth, kMaxDepth);
@@ -183,6 +191,9 @@ chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, cons
 }
 
 void ShmTransport::finishSetup() {
+  std::vector<char*> bases;
+  for (const Mapping& m : peers_) bases.push_back(static_cast<char*>(m.base));
+  board_.init(geo_, rank_, static_cast<int>(peers_.size()), bases, pids_);
   if (!ownName_.empty() && !unlinked_) {
     shm_unlink(ownName_.c_str());
     unlinked_ = true;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/shm/board.h"
 #include "transports/shm/layout.h"
 #include "transports/shm/peer_access.h"
 #include "transports/transport.h"
@@ -29,6 +30,7 @@ class ShmTransport final : public Transport {
   void wakeAll() override;
   bool sharesMemory() const override { return true; }
   PeerAccess* peerAccess() override { return &access_; }
+  SharedBoard* sharedBoard() override { return board_.ready() ? &board_ : nullptr; }
 
  private:
   struct Mapping {
@@ -45,6 +47,9 @@ class ShmTransport final : public Transport {
   size_t sameHost_ = 1;         // ranks on this host (segments this rank maps), at setup
   bool unlinked_ = false;
   ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
+  ShmBoard board_;        // set by finishSetup where every rank's segment is mapped here
+  int rank_ = 0;
+  std::vector<int> pids_;  // by rank
 };
 
 /// The registry's entry: a ShmTransport with ctx.shm.

@@ -68,7 +68,7 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual([sets[r] for r in range(len(cs))], cs)
 
-    def test_more_ranks_than_cores_run_unbound(self):
+    def test_auto_with_more_ranks_than_cores_runs_them_unbound(self):
         allowed = set(os.sched_getaffinity(0))
         n = len(cores()) + 1
         rc, sets, err = run(["-np", str(n)])
@@ -77,11 +77,15 @@ class BindingTest(unittest.TestCase):
         for r in range(n):
             self.assertEqual(sets[r], allowed)
         self.assertNotIn("bind", err, "auto stays quiet when it cannot bind")
+    def test_core_with_more_ranks_than_cores_shares_them_round_robin(self):
+        cs = cores()
+        n = 2 * len(cs) + 1
         rc, sets, err = run(["--bind-to", "core", "-np", str(n)])
         self.assertEqual(rc, 0, err)
-        self.assertIn("ranks run unbound", err)
+        self.assertIn("share the cores round robin", err)
+        self.assertEqual(len(sets), n)
         for r in range(n):
-            self.assertEqual(sets[r], allowed)
+            self.assertEqual(sets[r], cs[r % len(cs)], "local rank %d on core %d" % (r, r % len(cs)))
 
     def test_none_leaves_placement_to_the_kernel(self):
         allowed = set(os.sched_getaffinity(0))

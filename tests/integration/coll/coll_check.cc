@@ -1303,6 +1303,12 @@ static bool protoCannotRun(const std::string& p, const std::string& coll, size_t
   return false;
 }
 
+static size_t boardRuns[2] = {0, 0};  // all_gather, all_reduce
+
+size_t boardRunsSeen(Coll c) {
+  return c == Coll::AllGather ? boardRuns[0] : c == Coll::AllReduce ? boardRuns[1] : 0;
+}
+
 bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err) {
   if (nranks < 2 || c.coll == Coll::SendRecv || (c.count == 0 && c.coll != Coll::Barrier))
     return true;  // no plan: one rank, point-to-point, or nothing to move
@@ -1321,6 +1327,16 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   const std::string path = r.ranPath;
+  // The shared boards: only where planned, only as direct/Simple, only these two.
+  if (r.planBoard != r.ranBoard ||
+      (r.ranBoard && (std::string(r.ranAlgo) != "direct" || std::string(r.ranProto) != "Simple" ||
+                      (coll != "all_gather" && coll != "all_reduce")))) {
+    *err = fmt("the shared boards (planned %d, ran %d) disagree with the plan: ", r.planBoard,
+               r.ranBoard) +
+           what;
+    return false;
+  }
+  if (r.ranBoard) ++boardRuns[coll == "all_gather" ? 0 : 1];
   if (path == "FIFO") {
     if (std::string(r.ranAlgo) != r.planAlgo || std::string(r.ranProto) != r.planProto) {
       *err = "ran something else than the plan: " + what;

@@ -193,6 +193,9 @@ class CaseRun {
 // (src/api/test_hooks.h) agree, and a forced CHORUS_ALGO / CHORUS_PROTO (one name) ran, or
 // fell back only where it cannot run the call (see coll_check.cc). runCase calls it.
 bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err);
+/// Calls checkPlanRan saw run on the shared boards (src/algorithms/board.cc) in this process,
+/// by collective (all_gather, all_reduce): what coll_proc_main --expect-board asks for.
+size_t boardRunsSeen(Coll c);
 
 // prepare + launch (with stream: then chorusStreamSynchronize) + verify + checkPlanRan.
 // A call that returns an error is reported with chorusGetErrorString and

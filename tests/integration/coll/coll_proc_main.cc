@@ -3,7 +3,7 @@
 //   chorusrun -np N coll_proc_main [--coll all_reduce,broadcast,...|all] [--types int8,...]
 //       [--ops sum,avg,...] [--sizes 0,1,7,1023] [--mid 100003|none]
 //       [--big none|subset|all] [--rotation 0|1] [--no-nan] [--no-inplace]
-//       [--no-outofplace] [--max-messages K] [--registered] [--list]
+//       [--no-outofplace] [--max-messages K] [--registered] [--expect-board] [--list]
 //
 // Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the
 // same case list (coll_check.h: buildCases, the same coverage as the thread suite for the chosen
@@ -15,6 +15,7 @@
 // both.
 #include <chorus.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +45,7 @@ std::vector<std::string> splitList(const std::string& s) {
                "usage: coll_proc_main [--coll LIST|all] [--types LIST] [--ops LIST] "
                "[--sizes LIST] [--mid LIST|none] [--big none|subset|all] [--rotation 0|1] "
                "[--no-nan] [--no-inplace] "
-               "[--no-outofplace] [--max-messages K] [--registered] [--list]\n"
+               "[--no-outofplace] [--max-messages K] [--registered] [--expect-board] [--list]\n"
                "  collectives: all_reduce broadcast reduce all_gather reduce_scatter scatter "
                "gather all_to_all send_recv barrier split stream\n",
                msg);
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   opts.rotation = 1;  // the thread suite runs rotation 0
   size_t maxMessages = 20;
   bool listOnly = false;
+  bool expectBoard = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -124,6 +126,8 @@ int main(int argc, char** argv) {
       maxMessages = size_t(std::strtoull(next().c_str(), nullptr, 10));
     } else if (a == "--registered") {
       setRegisteredBuffers(true);  // chorusMemAlloc + chorusCommRegister for every buffer
+    } else if (a == "--expect-board") {
+      expectBoard = true;  // fail unless the shared boards ran all-gathers and all-reduces
     } else if (a == "--list") {
       listOnly = true;
     } else if (a == "-h" || a == "--help") {
@@ -218,6 +222,16 @@ int main(int argc, char** argv) {
     }
   }
 
+  // --expect-board: the run was set up so that the boards should run (ranks crowding their
+  // CPUs on one host); a run where they never did checked nothing of them.
+  for (Coll want : {Coll::AllGather, Coll::AllReduce}) {
+    const bool asked = std::find(colls.begin(), colls.end(), collName(want)) != colls.end();
+    if (expectBoard && asked && boardRunsSeen(want) == 0 && !stopped) {
+      std::fprintf(stderr, "rank %d: FAIL --expect-board: no %s ran on the shared boards\n", rank,
+                   collName(want));
+      ++totalFailed;
+    }
+  }
   if (totalCases == 0) {
     std::fprintf(stderr, "rank %d: the arguments selected no case\n", rank);
     stopped = true;  // fail, and skip the final all-reduce like the other ranks

@@ -588,6 +588,71 @@ TEST(ChoosePlan, CrowdedSameHostAllReduceRunsDirectOnTheFifos) {
   EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
 }
 
+// The same, where the transport has shared boards (transports/board.h): all-reduce above
+// the LL threshold and all-gather above the tables' direct/LL run on the boards, while the
+// call (all-reduce) or a rank's block (all-gather) fits two board buffers; larger, the ring.
+// Not crowded, two ranks, not one host, no boards, or the ring named: as before.
+TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.boardBytes = 512 * K;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  k.singleCopyBytes = 8 * K;
+  k.crowded = true;
+  auto plan = [&](unsigned am, size_t bytes, Coll c) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
+    return chorus::choosePlan(&t, k, c, bytes);
+  };
+  using chorus::Proto;
+  using chorus::Route;
+  const Coll AR = Coll::AllReduce, AG = Coll::AllGather;
+  for (size_t b : {32 * K, 256 * K, 1024 * K}) {
+    const chorus::Plan p = plan(kAll, b, AR);
+    EXPECT_TRUE(p.board) << b;
+    EXPECT_EQ(p.algo, Algo::Direct) << b;
+    EXPECT_EQ(p.proto, Proto::Simple) << b;
+    EXPECT_EQ(p.route, Route::Fifo) << b;  // not single copy
+    EXPECT_FALSE(p.fallback) << b;
+  }
+  EXPECT_EQ(plan(kAll, 256 * K, AR).pieceBytes, 256 * K);           // one piece
+  EXPECT_EQ(plan(kAll, 100 * K + 8, AR).pieceBytes, 100 * K + 64);  // rounded up to a line
+  EXPECT_EQ(plan(kAll, 1024 * K, AR).pieceBytes, 512 * K);          // two pieces
+  EXPECT_EQ(plan(kAll, 600 * K, AR).pieceBytes, 300 * K);           // two equal pieces
+  EXPECT_FALSE(plan(kAll, 2048 * K, AR).board);                     // four pieces: the ring
+  EXPECT_EQ(plan(kAll, 2048 * K, AR).algo, Algo::Ring);
+  EXPECT_FALSE(plan(kAll, 16 * K, AR).board);  // LL-sized: direct/LL as before
+  EXPECT_EQ(plan(kAll, 16 * K, AR).proto, Proto::LL);
+  // All-gather: blocks (a quarter of the result at np 4) of up to two buffers.
+  EXPECT_TRUE(plan(kAll, 32 * K, AG).board);
+  EXPECT_EQ(plan(kAll, 32 * K, AG).pieceBytes, 8 * K);
+  EXPECT_EQ(plan(kAll, 32 * K, AG).route, Route::Fifo);  // not single copy
+  EXPECT_TRUE(plan(kAll, 4 << 20, AG).board);            // 1 MiB blocks: two pieces
+  EXPECT_EQ(plan(kAll, 4 << 20, AG).pieceBytes, 512 * K);
+  EXPECT_FALSE(plan(kAll, 8 << 20, AG).board);  // 2 MiB blocks: the ring
+  EXPECT_FALSE(plan(kAll, 1 * K, AG).board);    // the tables' direct/LL stays
+  EXPECT_EQ(plan(kAll, 1 * K, AG).proto, Proto::LL);
+  // Where the restriction leaves direct out, or not this rule's collectives: no board.
+  EXPECT_FALSE(plan(R, 256 * K, AR).board);
+  EXPECT_FALSE(plan(R, 256 * K, AG).board);
+  for (Coll c : {Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll, Coll::Reduce})
+    EXPECT_FALSE(plan(kAll, 256 * K, c).board);
+  k.crowded = false;
+  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
+  EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+  k.crowded = true;
+  k.boardBytes = 0;  // no boards: the direct schedule on the FIFOs, and the ring
+  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
+  EXPECT_EQ(plan(kAll, 256 * K, AR).algo, Algo::Direct);
+  EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+  k.boardBytes = 512 * K;
+  k.nranks = 2;
+  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
+  EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+}
+
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   // Over a socket the next piece travels while this one is reduced: a quarter of a half,
   // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.

@@ -1,0 +1,173 @@
+// board.cc — schedules on the shared boards (transports/board.h): every rank copies its
+// bytes in once, every peer copies them out of the board in place.
+//
+// All-gather, piece by piece (a piece: up to a board buffer of each rank's block): write the
+// piece of this rank's block to its board and post it, then take each peer's piece from the
+// peer's board as soon as it is posted. One wait per peer for whichever peer has written,
+// never a chain of forwards; with ranks crowding their CPUs (np 4 on 2 CPUs) the ring's
+// n - 1 hand-offs per piece each waited for one particular rank to be scheduled
+// (docs/PERF.md#perf-board). Bytes copied per rank: its piece once in, the n - 1
+// peers' pieces out; the ring copies 2(n - 1) times per rank (slot in, slot out).
+//
+// All-reduce, piece by piece (a piece: up to a board buffer of the whole vector): every rank
+// writes its piece to its board (pre-multiplied where the op says so) and posts it; rank r
+// reduces share r of the piece from all n boards, in rank order (the same bits whoever ran
+// first), into its board's other buffer and its output, posts that, and copies every peer's
+// reduced share out of the peer's board. Two waits per piece, as the direct schedule on the
+// FIFOs (allReduceDirectFifo), without its n - 1 copies into slots each way.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "src/algorithms/algorithms.h"
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
+
+namespace chorus {
+
+namespace {
+
+// The messages Prims gives a failed wait (primitives.cc), for the board's waits.
+chorusResult_t boardFailed(chorusComm* comm, const Prims& p, chorusResult_t r, const char* doing,
+                           int peer) {
+  const WaitCtx& w = p.waitCtx();
+  const uint64_t seq = comm->opCount;  // this call's (runCollective)
+  if (r == chorusTimeout)
+    return fail(r, __FILE__, __LINE__,
+                "%s #%llu on rank %d timed out after %llds %s rank %d "
+                "(is rank %d alive and in the same collective?)",
+                w.what, static_cast<unsigned long long>(seq), comm->rank,
+                static_cast<long long>(comm->timeoutNs / 1000000000ll), doing, peer, peer);
+  if (r == chorusAborted)
+    return fail(r, __FILE__, __LINE__, "%s #%llu on rank %d: communicator aborted", w.what,
+                static_cast<unsigned long long>(seq), comm->rank);
+  if (r == chorusRemoteError)
+    return fail(r, __FILE__, __LINE__,
+                "%s #%llu on rank %d failed %s rank %d: its process exited (same host)", w.what,
+                static_cast<unsigned long long>(seq), comm->rank, doing, peer);
+  return r;
+}
+
+chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                   Prims& p) {
+  SharedBoard* board = comm->peerMem.board;
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  const WaitCtx& w = p.waitCtx();
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  char* mine = out + static_cast<size_t>(rank) * blockBytes;
+  const size_t piece = std::max(elem, plan.pieceBytes / elem * elem);
+  for (size_t off = 0; off < blockBytes; off += piece) {
+    const size_t bytes = std::min(piece, blockBytes - off);
+    const uint64_t epoch = board->nextEpoch();
+    int waited = -1;
+    chorusResult_t r = board->beginWrite(epoch, w, &waited);
+    if (r != chorusSuccess)
+      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    std::memcpy(board->own(epoch), in + off, bytes);
+    board->post(epoch);
+    // This rank's own block while the peers take the piece (in place: already there).
+    if (mine != in) std::memcpy(mine + off, in + off, bytes);
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank + k) % n;
+      const char* src = nullptr;
+      r = board->waitPosted(from, epoch, &src, w);
+      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", from);
+      kernels::copy(out + static_cast<size_t>(from) * blockBytes + off, src, bytes, plan.streaming);
+      board->done(from, epoch);
+    }
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                   Prims& p) {
+  SharedBoard* board = comm->peerMem.board;
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize();
+  const WaitCtx& w = p.waitCtx();
+  const kernels::ReduceSpec& spec = p.spec();
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const unsigned outFlags = plan.streaming ? kernels::kStreaming : 0u;
+  std::vector<const char*> src(static_cast<size_t>(n));
+  for (size_t base = 0; base < a.count; base += pieceElems) {
+    const size_t cnt = std::min(pieceElems, a.count - base);
+    // Shares of whole 64-byte lines where the piece allows (no two ranks write one line).
+    const size_t lineElems = std::max<size_t>(1, 64 / elem);
+    const size_t share =
+        ((cnt + n - 1) / static_cast<size_t>(n) + lineElems - 1) / lineElems * lineElems;
+    auto off = [&](int r) { return std::min(static_cast<size_t>(r) * share, cnt); };
+    auto len = [&](int r) { return std::min(static_cast<size_t>(r + 1) * share, cnt) - off(r); };
+    const uint64_t inEpoch = board->nextEpoch(), sumEpoch = board->nextEpoch();
+    int waited = -1;
+    chorusResult_t r = board->beginWrite(inEpoch, w, &waited);
+    if (r != chorusSuccess)
+      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    const char* piece = in + base * elem;
+    if (spec.preMul)
+      kernels::reduce(spec, board->own(inEpoch), nullptr, piece, cnt, kernels::kApplyPre);
+    else
+      std::memcpy(board->own(inEpoch), piece, cnt * elem);
+    board->post(inEpoch);
+    // This rank's share: every rank's input, in rank order.
+    const size_t mineOff = off(rank) * elem, mineLen = len(rank);
+    for (int k = 0; k < n; ++k) {
+      r = board->waitPosted(k, inEpoch, &src[static_cast<size_t>(k)], w);
+      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", k);
+      src[static_cast<size_t>(k)] += mineOff;
+    }
+    r = board->beginWrite(sumEpoch, w, &waited);
+    if (r != chorusSuccess)
+      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    char* sum = board->own(sumEpoch) + mineOff;
+    char* dst = out + base * elem + mineOff;
+    if (mineLen > 0) {
+      // Folds into the output (our input is on the board by now), the last one to both
+      // places (reduceCopy's second output may alias its accumulator).
+      const void* acc = src[0];
+      for (int k = 1; k < n - 1; ++k) {
+        kernels::reduce(spec, dst, acc, src[static_cast<size_t>(k)], mineLen, 0);
+        acc = dst;
+      }
+      kernels::reduceCopy(spec, sum, dst, acc, src[static_cast<size_t>(n - 1)], mineLen,
+                          kernels::kApplyPost | outFlags);
+    }
+    for (int k = 0; k < n; ++k)
+      if (k != rank) board->done(k, inEpoch);
+    board->post(sumEpoch);
+    for (int k = 1; k < n; ++k) {
+      const int from = (rank + k) % n;
+      const char* res = nullptr;
+      r = board->waitPosted(from, sumEpoch, &res, w);
+      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", from);
+      kernels::copy(out + (base + off(from)) * elem, res + off(from) * elem, len(from) * elem,
+                    plan.streaming);
+      board->done(from, sumEpoch);
+    }
+  }
+  return chorusSuccess;
+}
+
+}  // namespace
+
+chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const SharedBoard* board = comm->peerMem.board;
+  const size_t blockBytes = a.count * p.elemSize();
+  if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
+    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(comm->nranks));
+  noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
+  return allGatherBoardSteps(comm, a, plan, p);
+}
+
+chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  const SharedBoard* board = comm->peerMem.board;
+  if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
+    return planCannotRun(comm, a, plan, a.count * p.elemSize());
+  noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
+  return allReduceBoardSteps(comm, a, plan, p);
+}
+
+}  // namespace chorus
