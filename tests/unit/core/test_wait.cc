@@ -76,6 +76,17 @@ void publishLater(Waiting* w, int ms) {
   ringDoorbell(&w->bell);
 }
 
+// The writer for a wait that should go to sleep: publish once the waiter sleeps on its
+// doorbell (or after maxMs, if it never does), so the outcome does not hang on how much CPU a
+// loaded machine lets the waiter have in a fixed time.
+void publishOnceAsleep(Waiting* w, int maxMs) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(maxMs);
+  while (w->bell.sleepers.load() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  w->flag.store(1, std::memory_order_release);
+  ringDoorbell(&w->bell);
+}
+
 TEST(WaitUntil, SleeperIsWokenByTheWritersDoorbell) {
   Waiting w;
   w.policy.configure(0, 0, 0, false);  // no spinning: sleep at once
@@ -164,7 +175,10 @@ TEST(WaitUntil, PeerOnAnotherCpuIsWaitedForBySpinning) {
 
 // A busy machine (more runnable threads than CPUs: real spinning threads here) cuts a long
 // learnt budget short; the same wait on the same busy machine with the check off spins it
-// out (negative control). Both waits last ~40 ms.
+// out (negative control, ~40 ms). The busy wait's writer publishes once it sleeps (at most
+// 10 s): it needs two looks 2 ms apart, and under a heavy load (other jobs on the machine)
+// a waiter that shares its CPU with the hogs and them may not get 2 ms of CPU within a
+// fixed 40 ms, which made the test flaky there.
 TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   std::atomic<bool> stop{false};
@@ -178,7 +192,8 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
     w.policy.configure(60000000000, 60000000000, 60000000000, true);  // would spin a minute
     EXPECT_TRUE(w.policy.enableBusyCheck(busySpinNs));
     w.peerBell.cpuPlusOne.store(100000);  // the peer waits on another CPU
-    std::thread writer(publishLater, &w, 40);
+    std::thread writer(busySpinNs > 0 ? publishOnceAsleep : publishLater, &w,
+                       busySpinNs > 0 ? 10000 : 40);
     chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
                                  w.ctx(20000000000), &w.bell, 0, &w.peerBell);
     writer.join();
@@ -193,10 +208,13 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   // Still busy now? Otherwise the machine did not see the threads (they are real runnable
   // threads, so it does unless something else ends them).
   // Two looks 2 ms apart, as a wait takes them (one look alone is an instant, not a busy
-  // machine). A bar raised by this job's own threads above the hogs reads as not busy.
+  // machine). A bar raised by this job's own threads above the hogs reads as not busy; the
+  // bar is out of any real load's reach (a bar of 2 * cpus + 4 was not: other jobs' compilers
+  // beside the hogs made it flaky on a loaded machine).
+  constexpr int kOwnThreads = 1 << 20;
   WaitPolicy probe, ownThreads;
   ASSERT_TRUE(probe.enableBusyCheck(1));
-  ASSERT_TRUE(ownThreads.enableBusyCheck(1, 2 * cpus + 4));
+  ASSERT_TRUE(ownThreads.enableBusyCheck(1, kOwnThreads));
   const int64_t t0 = nowNs();
   const bool firstLook = probe.machineBusy(t0);
   const bool stillBusy = probe.machineBusy(t0 + 3000000);
@@ -207,7 +225,7 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   EXPECT_FALSE(firstLook) << "one look is not enough to call the machine busy";
   ASSERT_TRUE(stillBusy) << cpus + 1 << " spinning threads and this one on " << cpus
                          << " CPUs should read as busy";
-  EXPECT_FALSE(ownBusy) << "the job's own threads raise the bar (" << 2 * cpus + 4 << ")";
+  EXPECT_FALSE(ownBusy) << "the job's own threads raise the bar (" << kOwnThreads << ")";
   EXPECT_GE(on.busySleeps.load(), 1u) << "it slept on the busy machine";
   EXPECT_EQ(on.spinNs.load(), 60000000000) << "a busy machine's sleep teaches nothing";
   EXPECT_EQ(off.sleeps.load(), 0u) << "without the check it spins its budget out";
