@@ -14,11 +14,13 @@
 //    floats widen exactly and round once), so which operand is "local" does not matter.
 //  - The other ranks get the result by copies only (all-gather, gather): no arithmetic.
 // Up to CHORUS_LL_THRESHOLD the existing direct schedules on LL already add in rank order
-// (allReduceDirect, the direct reduce-scatter); this file adds the rest.
+// (allReduceDirect, the direct reduce-scatter); this file adds the rest, and
+// ordered_hosts.cc the all-reduce where shared memory does not join every pair.
 #include <algorithm>
 #include <cstring>
 
 #include "src/algorithms/algorithms.h"
+#include "src/algorithms/ordered_hosts.h"
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
 
@@ -202,80 +204,19 @@ chorusResult_t orderedReduceLL(chorusComm* comm, const CollArgs& a, Prims& p) {
   return chorusSuccess;
 }
 
-// All-reduce up to CHORUS_LL_THRESHOLD across hosts (plan.viaRoot): the ordered reduce to
-// rank 0, then rank 0 sends the sum to every rank: copies only after the one ordered loop.
-chorusResult_t orderedAllReduceViaRoot(chorusComm* comm, const CollArgs& a, Prims& p) {
-  CollArgs toRoot = a;
-  toRoot.root = 0;
-  CHORUS_CHECK(orderedReduceLL(comm, toRoot, p));
-  const size_t bytes = a.count * p.elemSize();
-  if (comm->rank == 0) {
-    for (int r = 1; r < comm->nranks; ++r) CHORUS_CHECK(p.sendLL(r, a.recvbuf, bytes));
-    return chorusSuccess;
-  }
-  const void* sum = nullptr;
-  CHORUS_CHECK(p.waitLL(0, &sum, bytes));
-  if (bytes != 0) std::memcpy(a.recvbuf, sum, bytes);
-  p.releaseLL(0);
-  return chorusSuccess;
-}
-
-// All-reduce across hosts above CHORUS_LL_THRESHOLD (plan.chain): a chain in rank order.
-// First, piece by piece, rank r adds its contribution to the partial sum of ranks 0 .. r-1
-// that rank r-1 sends and passes it on, so rank n-1 ends with ((x0 OP x1) OP ...) OP x(n-1);
-// then the sum goes back down the chain, n-1 -> ... -> 0, by copies. The ranks of a host are
-// contiguous in the usual layouts, so the partial crosses each link between hosts once a
-// direction, where the direct exchange sends every block to every remote peer.
-// No cycle of full FIFOs: each connection carries one direction of one phase. In the first,
-// rank r waits for data from r-1 and for room at r+1, which drains it while in the first
-// phase too; a rank in the second phase has every first-phase piece, so its predecessor has
-// sent them all and is in the second phase as well. In place is safe: no rank but n-1
-// writes its output before the second phase, and n-1 reduces element by element.
-chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const Plan& plan,
-                                     Prims& p) {
-  const int n = comm->nranks, rank = comm->rank;
-  const size_t elem = p.elemSize(), pieceElems = pieceElemsOf(plan, elem);
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  for (size_t off = 0; off < a.count; off += pieceElems) {
-    const size_t cnt = std::min(pieceElems, a.count - off);
-    const char* x = in + off * elem;
-    if (rank == 0)
-      CHORUS_CHECK(p.send(1, x, cnt, true));
-    else if (rank < n - 1)
-      CHORUS_CHECK(p.recvReduceSend(rank - 1, rank + 1, x, cnt, true));
-    else
-      CHORUS_CHECK(p.recvReduceCopy(rank - 1, x, out + off * elem, cnt, true, true));
-  }
-  for (size_t off = 0; off < a.count; off += pieceElems) {
-    const size_t cnt = std::min(pieceElems, a.count - off);
-    char* d = out + off * elem;
-    if (rank == n - 1)
-      CHORUS_CHECK(p.send(n - 2, d, cnt, false));
-    else if (rank > 0)
-      CHORUS_CHECK(p.recvCopySend(rank + 1, rank - 1, d, cnt));
-    else
-      CHORUS_CHECK(p.recv(1, d, cnt));
-  }
-  return chorusSuccess;
-}
-
 chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const size_t bytes = a.count * p.elemSize();
   if (plan.algo != Algo::Direct) return planCannotRun(comm, a, plan, bytes);
   const bool ll = plan.proto == Proto::LL;
   switch (a.coll) {
     case Coll::AllReduce:
+      if (plan.viaLeaders) return orderedAllReduceLeaders(comm, a, p);  // ordered_hosts.cc
+      if (plan.chain) return orderedAllReduceChain(comm, a, plan, p);
       if (!ll) {
         noteRan(comm, Algo::Direct, Proto::Simple);
-        return plan.chain ? orderedAllReduceChain(comm, a, plan, p)
-                          : orderedAllReduce(comm, a, plan, p);
+        return orderedAllReduce(comm, a, plan, p);
       }
       if (bytes > comm->tuning.llBytes) return planCannotRun(comm, a, plan, bytes);
-      if (plan.viaRoot) {
-        noteRan(comm, Algo::Direct, Proto::LL);
-        return orderedAllReduceViaRoot(comm, a, p);
-      }
       return allReduceDirect(comm, a, p);  // rank order already
     case Coll::ReduceScatter:
       if (!ll) {

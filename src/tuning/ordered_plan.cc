@@ -21,6 +21,12 @@ bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 // Xeons): room left for the FIFO slots the pieces come through.
 constexpr size_t kOrderedRoundBytes = 256 << 10;
 
+// Largest all-reduce across hosts that goes through the host leaders (orderedPlan). On 2
+// hosts x 2 ranks (docs/PERF.md "Reproducible mode: the cost"): 1.1-1.4x the default up to
+// 16 KiB and 1.3-1.6x at 64-256 KiB, where the chain paid 2-3.6x at 64 KiB and 1.4-1.5x
+// at 128-256 KiB (it was 2-3.4x at 32-128 KiB before its phases overlapped).
+constexpr size_t kOrderedLeadersMaxBytes = 64 << 10;
+
 }  // namespace
 
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
@@ -57,19 +63,26 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     p->pieceBytes = std::min(p->pieceBytes, cap & ~size_t{63});
   }
   if (p->pieceBytes < 64) p->pieceBytes = 64;
-  // A small all-reduce across hosts: each rank's n - 1 LL messages of the direct exchange
-  // cost 3x the default's leader schedule over tcp (35 against 11 us, 2 hosts x 2 ranks);
-  // every input to rank 0, added there in rank order, and the sum back is two hops.
-  p->viaRoot = ll && coll == Coll::AllReduce && !k.allShm;
-  // Above it, the direct exchange sends every rank's blocks to every remote peer across the
-  // link (1.4-4.3x the default over tcp, 2 hosts x 2 ranks); a chain in rank order crosses
-  // each link between hosts once a direction, the whole buffer in pieces of an eighth (at
-  // least 16 KiB, at most a slot: a few pieces in flight fill the chain).
-  if (!ll && coll == Coll::AllReduce && !k.allShm) {
-    p->chain = true;
-    p->pieceBytes =
-        std::min(std::max<size_t>(bytes / 8, 16 << 10), std::max<size_t>(k.slotBytes, 64)) &
-        ~size_t{63};
+  if (coll == Coll::AllReduce && !k.allShm) {
+    // Where shared memory does not join every pair (several hosts, or tcp forced), the
+    // direct exchange sends every rank's blocks to every remote peer (1.4-4.3x the default
+    // over tcp, 2 hosts x 2 ranks). Small calls go through the host leaders, who swap their
+    // hosts' raw inputs (one crossing of each link each way, as the default's leaders'
+    // doubling) and each add all n in rank order; larger ones a chain in rank order, which
+    // carries each link's partial sum once a direction, both directions overlapped, in
+    // pieces of half the call (at least 16 KiB, at most a slot). Smaller pieces cost more
+    // than their overlap gives back over tcp here: with an eighth, 1.7-1.9x the default at
+    // 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a 32nd, 2.1-3.2x at 256 KiB-1 MiB.
+    if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes) {
+      p->proto = Proto::LL;
+      p->viaLeaders = true;
+    } else {
+      p->proto = Proto::Simple;
+      p->chain = true;
+      p->pieceBytes =
+          std::min(std::max<size_t>(bytes / 2, 16 << 10), std::max<size_t>(k.slotBytes, 64)) &
+          ~size_t{63};
+    }
   }
   // A restriction that leaves out direct (or the protocol) cannot keep the order: this plan
   // runs anyway, reported as a fallback (WARN once; CHORUS_ALGO_STRICT=1 fails the call).

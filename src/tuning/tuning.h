@@ -47,9 +47,10 @@ struct Plan {
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
   bool board = false;     // direct/Simple on the shared boards (src/algorithms/board.cc)
-  /// Reproducible all-reduce across hosts (orderedPlan): up to the LL threshold every input
-  /// to rank 0 and the sum back (viaRoot); above it a chain in rank order (chain).
-  bool viaRoot = false;
+  /// Reproducible all-reduce where shared memory does not join every pair (orderedPlan):
+  /// small calls through the host leaders, who swap raw inputs (viaLeaders); larger ones a
+  /// chain in rank order (chain).
+  bool viaLeaders = false;
   bool chain = false;
 };
 

@@ -1,0 +1,181 @@
+// ordered_hosts.cc — reproducible mode's all-reduce where shared memory does not join every
+// pair (several hosts, or tcp forced): the rank-order result ((x0 OP x1) OP x2) OP ... with
+// each link between hosts crossed as little as the order allows (docs/ARCHITECTURE.md,
+// "Reproducible mode"; the plan: orderedPlan, src/tuning/ordered_plan.cc).
+#include "src/algorithms/ordered_hosts.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "src/algorithms/primitives.h"
+#include "src/core/checks.h"
+
+namespace chorus {
+
+using kernels::kApplyPost;
+using kernels::kApplyPre;
+
+namespace {
+
+// The communicator's ranks host by host (hosts in the order of comm->hostLeaders, each
+// host's ranks ascending), and where each host's run starts in that order.
+struct HostOrder {
+  std::vector<int> ranks;  // host by host
+  std::vector<int> first;  // host h's ranks are ranks[first[h] .. first[h + 1])
+  std::vector<int> pos;    // rank r is at ranks[pos[r]]
+};
+
+HostOrder hostOrderOf(const chorusComm* comm) {
+  HostOrder o;
+  const size_t n = static_cast<size_t>(comm->nranks);
+  o.pos.assign(n, 0);
+  for (const int leader : comm->hostLeaders) {
+    o.first.push_back(static_cast<int>(o.ranks.size()));
+    const uint64_t host = comm->peers[static_cast<size_t>(leader)].hostHash;
+    for (size_t r = 0; r < n; ++r)
+      if (comm->peers[r].hostHash == host) {
+        o.pos[r] = static_cast<int>(o.ranks.size());
+        o.ranks.push_back(static_cast<int>(r));
+      }
+  }
+  o.first.push_back(static_cast<int>(o.ranks.size()));
+  return o;
+}
+
+}  // namespace
+
+// Up to a few tens of KiB (orderedPlan) the cost is the crossings, not the bytes. Every
+// rank hands its pre-multiplied input to its host's leader (shared memory, LL pieces), the
+// leaders send each other their hosts' inputs as they are (one message per leader pair:
+// each link crossed once each way, as the default leaders' doubling does), and every leader
+// adds all n inputs in rank order: the same operands in the same order on every leader, so
+// the same bits; it hands the sum back to its host's ranks (copies). The previous plan (all
+// to rank 0, the sum back) crossed twice: 2.0-2.6x the default at 8 B-16 KiB on 2 hosts x 2.
+// The leaders' exchange cannot deadlock: a leader whose message fits every link's buffer
+// (llBufferedBytes) sends it to all before receiving; one whose message does not sends when
+// its turn comes in the receive order, leader 0 first, so by induction on the turn every
+// message a leader waits for is sent or being drained.
+chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::LL);
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  const kernels::ReduceSpec& spec = a.spec;
+  const std::vector<int>& mates = comm->hostMates;
+  const int leader = mates[0];
+  const size_t piece = std::max(elem, comm->tuning.llBytes / elem * elem);
+  if (rank != leader) {
+    const char* in = static_cast<const char*>(a.sendbuf);
+    if (spec.preMul) {
+      void* t = comm->scratch.get(comm->scratch.a, bytes);
+      kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
+      in = static_cast<const char*>(t);
+    }
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.sendLL(leader, in + off, std::min(piece, bytes - off)));
+    char* out = static_cast<char*>(a.recvbuf);
+    for (size_t off = 0; off < bytes; off += piece)  // the sum, post already applied
+      CHORUS_CHECK(p.recvLL(leader, out + off, std::min(piece, bytes - off)));
+    return chorusSuccess;
+  }
+  const HostOrder o = hostOrderOf(comm);
+  const std::vector<int>& leaders = comm->hostLeaders;
+  const int hosts = static_cast<int>(leaders.size());
+  int me = 0;
+  while (leaders[static_cast<size_t>(me)] != rank) ++me;
+  // Every rank's input, host by host: a host's inputs are one contiguous message.
+  char* all =
+      static_cast<char*>(comm->scratch.get(comm->scratch.b, bytes * static_cast<size_t>(n)));
+  auto at = [&](int position) { return all + static_cast<size_t>(position) * bytes; };
+  auto hostBytes = [&](int h) {
+    return static_cast<size_t>(o.first[static_cast<size_t>(h) + 1] -
+                               o.first[static_cast<size_t>(h)]) *
+           bytes;
+  };
+  kernels::reduce(spec, at(o.pos[static_cast<size_t>(rank)]), nullptr, a.sendbuf, a.count,
+                  kApplyPre);
+  for (size_t i = 1; i < mates.size(); ++i) {
+    char* d = at(o.pos[static_cast<size_t>(mates[i])]);
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.recvLL(mates[i], d + off, std::min(piece, bytes - off)));
+  }
+  const char* mine = at(o.first[static_cast<size_t>(me)]);
+  const size_t myBytes = hostBytes(me);
+  bool fits = true;
+  for (int h = 0; h < hosts; ++h)
+    if (h != me &&
+        myBytes >
+            comm->sendConn[static_cast<size_t>(leaders[static_cast<size_t>(h)])]->llBufferedBytes())
+      fits = false;
+  auto sendToAll = [&]() -> chorusResult_t {
+    for (int k = 1; k < hosts; ++k)
+      CHORUS_CHECK(p.sendLL(leaders[static_cast<size_t>((me + k) % hosts)], mine, myBytes));
+    return chorusSuccess;
+  };
+  if (fits) CHORUS_CHECK(sendToAll());
+  for (int h = 0; h < hosts; ++h) {
+    if (h == me) {
+      if (!fits) CHORUS_CHECK(sendToAll());
+      continue;
+    }
+    CHORUS_CHECK(p.recvLL(leaders[static_cast<size_t>(h)], at(o.first[static_cast<size_t>(h)]),
+                          hostBytes(h)));
+  }
+  // The one loop that adds, the same on every leader: rank order.
+  char* out = static_cast<char*>(a.recvbuf);
+  for (int r = 0; r < n; ++r) {
+    const char* src = at(o.pos[static_cast<size_t>(r)]);
+    const unsigned post = r == n - 1 ? kApplyPost : 0u;
+    kernels::reduce(spec, out, r == 0 ? nullptr : out, src, a.count, post);
+  }
+  for (size_t i = 1; i < mates.size(); ++i)
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.sendLL(mates[i], out + off, std::min(piece, bytes - off)));
+  return chorusSuccess;
+}
+
+// Above that, a chain in rank order: rank r adds its pre-multiplied input to the partial sum
+// of ranks 0 .. r-1 that rank r-1 sends and passes it on, so rank n-1 ends with
+// ((x0 OP x1) OP ...) OP x(n-1), which goes back down the chain, n-1 -> ... -> 0, by copies.
+// The ranks of a host are contiguous in the usual layouts, so the partial crosses each link
+// between hosts once a direction, where the direct exchange sends every block to every
+// remote peer. The two directions overlap: rank r sends piece k + lag(r) up before it waits
+// for piece k coming down, lag(r) = 2 (n - 1 - r) pieces (the round trip from r to the end
+// of the chain and back), so both directions of a link carry pieces at once (one after the
+// other: 1.3-1.7x the default from 32 MiB on 2 hosts x 2).
+// No cycle of waits: rank r waits for piece k from r + 1 only after sending piece
+// k + lag(r) up, and rank r + 1 sends piece k down after receiving piece k + lag(r + 1) <=
+// k + lag(r); rank r's sends up wait only for r + 1 to drain, which it does before each wait
+// for a piece from r + 2, and so on up to n - 1, whose sends down wait for nothing but room.
+// In place is safe: rank r writes piece k of its output (coming down) only after it sent
+// piece k up, and rank n-1 reduces element by element.
+chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                     Prims& p) {
+  noteRan(comm, Algo::Direct, Proto::Simple);
+  const int n = comm->nranks, rank = comm->rank;
+  const size_t elem = p.elemSize(), pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const size_t pieces = (a.count + pieceElems - 1) / pieceElems;
+  const size_t lag = 2 * static_cast<size_t>(n - 1 - rank);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  auto up = [&](size_t k) -> chorusResult_t {
+    const size_t off = k * pieceElems, cnt = std::min(pieceElems, a.count - off);
+    const char* x = in + off * elem;
+    if (rank == 0) return p.send(1, x, cnt, true);
+    if (rank < n - 1) return p.recvReduceSend(rank - 1, rank + 1, x, cnt, true);
+    return p.recvReduceCopySend(rank - 1, rank - 1, x, out + off * elem, cnt, true);
+  };
+  auto down = [&](size_t k) -> chorusResult_t {
+    const size_t off = k * pieceElems, cnt = std::min(pieceElems, a.count - off);
+    char* d = out + off * elem;
+    if (rank == 0) return p.recv(1, d, cnt);
+    return p.recvCopySend(rank + 1, rank - 1, d, cnt);
+  };
+  for (size_t s = 0; s < pieces + lag; ++s) {
+    if (s < pieces) CHORUS_CHECK(up(s));
+    if (rank < n - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace chorus
