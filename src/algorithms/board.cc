@@ -27,27 +27,6 @@ namespace chorus {
 
 namespace {
 
-// The messages Prims gives a failed wait (primitives.cc), for the board's waits.
-chorusResult_t boardFailed(chorusComm* comm, const Prims& p, chorusResult_t r, const char* doing,
-                           int peer) {
-  const WaitCtx& w = p.waitCtx();
-  const uint64_t seq = comm->opCount;  // this call's (runCollective)
-  if (r == chorusTimeout)
-    return fail(r, __FILE__, __LINE__,
-                "%s #%llu on rank %d timed out after %llds %s rank %d "
-                "(is rank %d alive and in the same collective?)",
-                w.what, static_cast<unsigned long long>(seq), comm->rank,
-                static_cast<long long>(comm->timeoutNs / 1000000000ll), doing, peer, peer);
-  if (r == chorusAborted)
-    return fail(r, __FILE__, __LINE__, "%s #%llu on rank %d: communicator aborted", w.what,
-                static_cast<unsigned long long>(seq), comm->rank);
-  if (r == chorusRemoteError)
-    return fail(r, __FILE__, __LINE__,
-                "%s #%llu on rank %d failed %s rank %d: its process exited (same host)", w.what,
-                static_cast<unsigned long long>(seq), comm->rank, doing, peer);
-  return r;
-}
-
 chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                    Prims& p) {
   SharedBoard* board = comm->peerMem.board;
@@ -63,8 +42,7 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     const uint64_t epoch = board->nextEpoch();
     int waited = -1;
     chorusResult_t r = board->beginWrite(epoch, w, &waited);
-    if (r != chorusSuccess)
-      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     std::memcpy(board->own(epoch), in + off, bytes);
     board->post(epoch);
     // This rank's own block while the peers take the piece (in place: already there).
@@ -73,7 +51,7 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
       const int from = (rank + k) % n;
       const char* src = nullptr;
       r = board->waitPosted(from, epoch, &src, w);
-      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", from);
+      if (r != chorusSuccess) return p.failed(r, "waiting for the board of", from);
       kernels::copy(out + static_cast<size_t>(from) * blockBytes + off, src, bytes, plan.streaming);
       board->done(from, epoch);
     }
@@ -104,8 +82,7 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     const uint64_t inEpoch = board->nextEpoch(), sumEpoch = board->nextEpoch();
     int waited = -1;
     chorusResult_t r = board->beginWrite(inEpoch, w, &waited);
-    if (r != chorusSuccess)
-      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     const char* piece = in + base * elem;
     if (spec.preMul)
       kernels::reduce(spec, board->own(inEpoch), nullptr, piece, cnt, kernels::kApplyPre);
@@ -116,12 +93,11 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     const size_t mineOff = off(rank) * elem, mineLen = len(rank);
     for (int k = 0; k < n; ++k) {
       r = board->waitPosted(k, inEpoch, &src[static_cast<size_t>(k)], w);
-      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", k);
+      if (r != chorusSuccess) return p.failed(r, "waiting for the board of", k);
       src[static_cast<size_t>(k)] += mineOff;
     }
     r = board->beginWrite(sumEpoch, w, &waited);
-    if (r != chorusSuccess)
-      return boardFailed(comm, p, r, "waiting for its board to be read by", waited);
+    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     char* sum = board->own(sumEpoch) + mineOff;
     char* dst = out + base * elem + mineOff;
     if (mineLen > 0) {
@@ -142,7 +118,7 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
       const int from = (rank + k) % n;
       const char* res = nullptr;
       r = board->waitPosted(from, sumEpoch, &res, w);
-      if (r != chorusSuccess) return boardFailed(comm, p, r, "waiting for the board of", from);
+      if (r != chorusSuccess) return p.failed(r, "waiting for the board of", from);
       kernels::copy(out + (base + off(from)) * elem, res + off(from) * elem, len(from) * elem,
                     plan.streaming);
       board->done(from, sumEpoch);

@@ -73,6 +73,11 @@ class Prims {
   /// Low-latency path.
   chorusResult_t sendLL(int to, const void* src, size_t bytes);
   chorusResult_t recvLL(int from, void* dst, size_t bytes);
+  /// The error a failed wait returns, with the message that names the call, this rank and
+  /// the peer (`doing` "waiting for data from"); also for the waits of schedules that wait
+  /// outside Prims on the same WaitCtx (the boards, board.cc).
+  chorusResult_t failed(chorusResult_t r, const char* doing, int peer);
+
   /// Zero-copy receive: the message stays readable at *data until releaseLL(from).
   chorusResult_t waitLL(int from, const void** data, size_t bytes);
   void releaseLL(int from) { comm_->recvConn[static_cast<size_t>(from)]->releaseLL(); }
@@ -80,7 +85,6 @@ class Prims {
  private:
   chorusResult_t waitIn(int from, size_t bytes, const void** slot);
   chorusResult_t acquireOut(int to, void** slot);
-  chorusResult_t failed(chorusResult_t r, const char* doing, int peer);
   /// Whether a send to `to` may leave its bytes where they are (allowSendFromUser).
   bool fromUser(int to) const {
     return fromUserAllowed_ && comm_->sendConn[static_cast<size_t>(to)]->sendsFromUser();
