@@ -87,6 +87,11 @@ chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Pl
 /// The same through the shared boards (src/algorithms/board.cc): pieces of plan.pieceBytes
 /// of the whole vector, at most a board buffer; each share reduced in rank order.
 chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+/// A host's other rank in a leaders' all-reduce (allreduce.cc, ordered_hosts.cc): its input
+/// (pre-multiplied where the op says) to `leader` in LL pieces of `piece` bytes, then the
+/// result, post already applied, back from it.
+chorusResult_t allReduceThroughLeader(chorusComm* comm, const CollArgs& a, Prims& p, int leader,
+                                      size_t piece);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p);

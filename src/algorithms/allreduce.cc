@@ -108,6 +108,24 @@ static chorusResult_t doublingAmong(chorusComm* comm, const CollArgs& a, Prims& 
   return chorusSuccess;
 }
 
+chorusResult_t allReduceThroughLeader(chorusComm* comm, const CollArgs& a, Prims& p, int leader,
+                                      size_t piece) {
+  const size_t bytes = a.count * p.elemSize();
+  const kernels::ReduceSpec& spec = a.spec;
+  const char* in = static_cast<const char*>(a.sendbuf);
+  if (spec.preMul) {
+    void* t = comm->scratch.get(comm->scratch.a, bytes);
+    kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
+    in = static_cast<const char*>(t);
+  }
+  for (size_t off = 0; off < bytes; off += piece)
+    CHORUS_CHECK(p.sendLL(leader, in + off, std::min(piece, bytes - off)));
+  char* out = static_cast<char*>(a.recvbuf);
+  for (size_t off = 0; off < bytes; off += piece)  // the result, post already applied
+    CHORUS_CHECK(p.recvLL(leader, out + off, std::min(piece, bytes - off)));
+  return chorusSuccess;
+}
+
 // Across hosts that hold several ranks each: every rank hands its input to its host's
 // lowest rank (the leader) over shared memory, the leaders run recursive doubling among
 // themselves, and each leader hands the result back. One tcp message each way per leader
@@ -129,19 +147,7 @@ static chorusResult_t allReduceLeaders(chorusComm* comm, const CollArgs& a, Prim
   const int leader = mates[0];
   const size_t piece = std::max(elem, comm->tuning.llBytes / elem * elem);
   char* acc = static_cast<char*>(a.recvbuf);
-  if (rank != leader) {
-    const char* in = static_cast<const char*>(a.sendbuf);
-    if (spec.preMul) {
-      void* t = comm->scratch.get(comm->scratch.a, bytes);
-      kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
-      in = static_cast<const char*>(t);
-    }
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.sendLL(leader, in + off, std::min(piece, bytes - off)));
-    for (size_t off = 0; off < bytes; off += piece)  // the result, post already applied
-      CHORUS_CHECK(p.recvLL(leader, acc + off, std::min(piece, bytes - off)));
-    return chorusSuccess;
-  }
+  if (rank != leader) return allReduceThroughLeader(comm, a, p, leader, piece);
   if (spec.preMul)
     kernels::reduce(spec, acc, nullptr, a.sendbuf, a.count, kApplyPre);
   else if (a.sendbuf != acc)

@@ -64,20 +64,7 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, Prim
   const std::vector<int>& mates = comm->hostMates;
   const int leader = mates[0];
   const size_t piece = std::max(elem, comm->tuning.llBytes / elem * elem);
-  if (rank != leader) {
-    const char* in = static_cast<const char*>(a.sendbuf);
-    if (spec.preMul) {
-      void* t = comm->scratch.get(comm->scratch.a, bytes);
-      kernels::reduce(spec, t, nullptr, a.sendbuf, a.count, kApplyPre);
-      in = static_cast<const char*>(t);
-    }
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.sendLL(leader, in + off, std::min(piece, bytes - off)));
-    char* out = static_cast<char*>(a.recvbuf);
-    for (size_t off = 0; off < bytes; off += piece)  // the sum, post already applied
-      CHORUS_CHECK(p.recvLL(leader, out + off, std::min(piece, bytes - off)));
-    return chorusSuccess;
-  }
+  if (rank != leader) return allReduceThroughLeader(comm, a, p, leader, piece);
   const HostOrder o = hostOrderOf(comm);
   const std::vector<int>& leaders = comm->hostLeaders;
   const int hosts = static_cast<int>(leaders.size());
