@@ -4,6 +4,7 @@
 #include "src/api/test_hooks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -1303,10 +1304,13 @@ static bool protoCannotRun(const std::string& p, const std::string& coll, size_t
   return false;
 }
 
-static size_t boardRuns[2] = {0, 0};  // all_gather, all_reduce
+// all_gather, all_reduce; atomic: thread ranks (coll_threads, coll_stress) count at once.
+static std::atomic<size_t> boardRuns[2] = {{0}, {0}};
 
 size_t boardRunsSeen(Coll c) {
-  return c == Coll::AllGather ? boardRuns[0] : c == Coll::AllReduce ? boardRuns[1] : 0;
+  return c == Coll::AllGather   ? boardRuns[0].load()
+         : c == Coll::AllReduce ? boardRuns[1].load()
+                                : 0;
 }
 
 bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err) {
