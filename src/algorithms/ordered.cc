@@ -210,7 +210,7 @@ chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& 
   const bool ll = plan.proto == Proto::LL;
   switch (a.coll) {
     case Coll::AllReduce:
-      if (plan.viaLeaders) return orderedAllReduceLeaders(comm, a, p);  // ordered_hosts.cc
+      if (plan.viaLeaders) return orderedAllReduceLeaders(comm, a, plan, p);  // ordered_hosts.cc
       if (plan.chain) return orderedAllReduceChain(comm, a, plan, p);
       if (!ll) {
         noteRan(comm, Algo::Direct, Proto::Simple);

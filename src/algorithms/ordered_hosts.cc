@@ -43,6 +43,63 @@ HostOrder hostOrderOf(const chorusComm* comm) {
   return o;
 }
 
+// Whether the hosts hold contiguous runs of ranks in the leaders' order (host 0 ranks
+// 0 .. k-1, host 1 the next, ...): the same answer on every rank, from the communicator's
+// tables alone.
+bool hostsInRankOrder(const HostOrder& o) {
+  for (size_t i = 0; i < o.ranks.size(); ++i)
+    if (o.ranks[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+// The chain of the host leaders (hostsInRankOrder only), in pieces: leader h receives
+// piece k of the partial sum of ranks 0 .. first(h)-1 from leader h-1, adds its own host's
+// inputs to it one rank at a time in rank order, and passes it to leader h+1; the last
+// leader's piece is the rank-order sum, which goes back down the leaders by copies. Each link
+// between hosts carries the call once a direction (the swap carries every rank of the host),
+// and the schedule is orderedAllReduceChain's with the leaders for ranks: leader h sends
+// piece k + 2 (H-1-h) up before it waits for piece k coming down, so the same argument
+// rules out a cycle of waits. `all` holds this host's pre-multiplied inputs at their
+// HostOrder positions; the leader's output piece holds the partial until it was sent up.
+chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                           const HostOrder& o, int me, const char* all) {
+  const std::vector<int>& leaders = comm->hostLeaders;
+  const int hosts = static_cast<int>(leaders.size()), n = comm->nranks;
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const size_t pieces = (a.count + pieceElems - 1) / pieceElems;
+  const size_t lag = 2 * static_cast<size_t>(hosts - 1 - me);
+  const int prev = me > 0 ? leaders[static_cast<size_t>(me - 1)] : -1;
+  const int next = me < hosts - 1 ? leaders[static_cast<size_t>(me + 1)] : -1;
+  const int lo = o.first[static_cast<size_t>(me)], hi = o.first[static_cast<size_t>(me) + 1];
+  char* out = static_cast<char*>(a.recvbuf);
+  auto up = [&](size_t k) -> chorusResult_t {
+    const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    char* d = out + off;
+    int r = lo;
+    if (me == 0) {
+      kernels::reduce(a.spec, d, nullptr, all + static_cast<size_t>(r) * bytes + off, cnt, 0u);
+    } else {
+      CHORUS_CHECK(p.recvReduceCopy(prev, all + static_cast<size_t>(r) * bytes + off, d, cnt,
+                                    r == n - 1, false));
+    }
+    for (++r; r < hi; ++r)
+      kernels::reduce(a.spec, d, d, all + static_cast<size_t>(r) * bytes + off, cnt,
+                      r == n - 1 ? kApplyPost : 0u);
+    return p.send(next >= 0 ? next : prev, d, cnt, false);
+  };
+  auto down = [&](size_t k) -> chorusResult_t {
+    const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    if (me == 0) return p.recv(next, out + off, cnt);
+    return p.recvCopySend(next, prev, out + off, cnt);
+  };
+  for (size_t s = 0; s < pieces + lag; ++s) {
+    if (s < pieces) CHORUS_CHECK(up(s));
+    if (me < hosts - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
+  }
+  return chorusSuccess;
+}
+
 }  // namespace
 
 // Up to a few tens of KiB (orderedPlan) the cost is the crossings, not the bytes. Every
@@ -56,7 +113,12 @@ HostOrder hostOrderOf(const chorusComm* comm) {
 // (llBufferedBytes) sends it to all before receiving; one whose message does not sends when
 // its turn comes in the receive order, leader 0 first, so by induction on the turn every
 // message a leader waits for is sent or being drained.
-chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, Prims& p) {
+// With plan.chain (orderedPlan: above 16 KiB), where the hosts hold contiguous runs of ranks,
+// the leaders chain partial sums instead (leaderChain): the swap's message is the host's
+// inputs, ranks-per-host times the call, and from there its bytes cost more than a second
+// crossing does. Hosts interleaved in rank order keep the swap at every size.
+chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                       Prims& p) {
   noteRan(comm, Algo::Direct, Proto::LL);
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
@@ -85,6 +147,14 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, Prim
     char* d = at(o.pos[static_cast<size_t>(mates[i])]);
     for (size_t off = 0; off < bytes; off += piece)
       CHORUS_CHECK(p.recvLL(mates[i], d + off, std::min(piece, bytes - off)));
+  }
+  if (plan.chain && hosts > 1 && hostsInRankOrder(o)) {
+    CHORUS_CHECK(leaderChain(comm, a, plan, p, o, me, all));
+    char* out = static_cast<char*>(a.recvbuf);
+    for (size_t i = 1; i < mates.size(); ++i)
+      for (size_t off = 0; off < bytes; off += piece)
+        CHORUS_CHECK(p.sendLL(mates[i], out + off, std::min(piece, bytes - off)));
+    return chorusSuccess;
   }
   const char* mine = at(o.first[static_cast<size_t>(me)]);
   const size_t myBytes = hostBytes(me);

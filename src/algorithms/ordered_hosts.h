@@ -10,7 +10,10 @@ class Prims;
 
 /// Small and medium calls: every rank's input to its host's leader, the leaders swap their
 /// hosts' raw inputs, every leader adds all n in rank order, and hands the sum back.
-chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, Prims& p);
+/// With plan.chain, where the hosts hold contiguous runs of ranks, the leaders chain partial
+/// sums instead of swapping raw inputs.
+chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                       Prims& p);
 
 /// Larger calls: partial sums up a chain in rank order, the sum back down, overlapped.
 chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const Plan& plan,

@@ -27,6 +27,19 @@ constexpr size_t kOrderedRoundBytes = 256 << 10;
 // at 128-256 KiB (it was 2-3.4x at 32-128 KiB before its phases overlapped).
 constexpr size_t kOrderedLeadersMaxBytes = 64 << 10;
 
+// Largest all-reduce across hosts whose leaders swap their hosts' raw inputs; above it (up
+// to kOrderedLeadersMaxBytes) they chain partial sums in pieces of half the call, where the
+// hosts hold contiguous runs of ranks (orderedAllReduceLeaders). The swap crosses each link
+// once, at the latency of one message, but carries every rank of the host; the chain carries
+// the call once a direction but crosses twice, the second crossing overlapped with the first
+// by the pieces. Up to 16 KiB the crossing's latency is the cost, from 32 KiB the bytes.
+constexpr size_t kOrderedLeadersSwapMaxBytes = 16 << 10;
+// The leaders' chain goes in pieces of half the call, at least this: smaller pieces cost
+// more over tcp than their overlap gives back (2 hosts x 2 ranks, docs/PERF.md "The host
+// leaders' chain": at 32 KiB 1.3-1.4x the default in one piece, 1.7-1.8x in halves, 3.4-4.5x
+// in quarters).
+constexpr size_t kOrderedLeadersPieceMinBytes = 32 << 10;
+
 }  // namespace
 
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
@@ -76,6 +89,12 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes) {
       p->proto = Proto::LL;
       p->viaLeaders = true;
+      if (bytes > kOrderedLeadersSwapMaxBytes) {
+        p->chain = true;  // the leaders' chain
+        p->pieceBytes = std::min(std::max<size_t>(bytes / 2, kOrderedLeadersPieceMinBytes),
+                                 std::max<size_t>(k.slotBytes, 64)) &
+                        ~size_t{63};
+      }
     } else {
       p->proto = Proto::Simple;
       p->chain = true;
