@@ -196,6 +196,21 @@ chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& 
       comm, a, p, comm->nranks, comm->rank, [](int i) { return i; }, acc);
 }
 
+// One loop of a reduce-scatter + all-gather schedule (allReduceDirectFifo, the ring): the
+// elements from `base` split evenly over n chunks of at most pieceElems; where the vector
+// ends, the last chunks are short or empty.
+struct LoopChunks {
+  LoopChunks(size_t base, size_t count, size_t pieceElems, int n)
+      : base(base),
+        count(count),
+        chunk(std::min(pieceElems, (count - base + n - 1) / static_cast<size_t>(n))) {}
+  size_t off(int c) const { return std::min(base + static_cast<size_t>(c) * chunk, count); }
+  size_t len(int c) const {
+    return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c);
+  }
+  size_t base, count, chunk;
+};
+
 // Direct on the FIFOs: in each loop every rank sends block c of its input to rank c, rank r
 // folds the n - 1 blocks it gets into its own (pre(own) OP from r-1 OP from r-2 ..., the
 // same order every call; only rank r computes block r, so every rank gets the same bits),
@@ -217,16 +232,12 @@ chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Pl
   const size_t count = a.count;
   const size_t loopElems = pieceElems * static_cast<size_t>(n);
   for (size_t base = 0; base < count; base += loopElems) {
-    const size_t chunk = std::min(pieceElems, (count - base + n - 1) / static_cast<size_t>(n));
-    auto off = [&](int c) { return std::min(base + static_cast<size_t>(c) * chunk, count); };
-    auto len = [&](int c) {
-      return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c);
-    };
+    const LoopChunks ch(base, count, pieceElems, n);
     for (int k = 1; k < n; ++k) {
       const int to = (rank + k) % n;
-      CHORUS_CHECK(p.send(to, in + off(to) * elem, len(to), true));
+      CHORUS_CHECK(p.send(to, in + ch.off(to) * elem, ch.len(to), true));
     }
-    const size_t mine = off(rank) * elem, cnt = len(rank);
+    const size_t mine = ch.off(rank) * elem, cnt = ch.len(rank);
     for (int k = 1; k < n; ++k) {
       const int from = (rank - k + n) % n;
       // dst = post?(slot OP pre?(local)): our own block, pre-multiplied, on the first fold.
@@ -236,7 +247,7 @@ chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Pl
     for (int k = 1; k < n; ++k) CHORUS_CHECK(p.send((rank + k) % n, out + mine, cnt, false));
     for (int k = 1; k < n; ++k) {
       const int from = (rank - k + n) % n;
-      CHORUS_CHECK(p.recv(from, out + off(from) * elem, len(from)));
+      CHORUS_CHECK(p.recv(from, out + ch.off(from) * elem, ch.len(from)));
     }
   }
   return chorusSuccess;
@@ -266,31 +277,25 @@ static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, co
   const size_t loopElems = pieceElems * static_cast<size_t>(n);
 
   for (size_t base = 0; base < count; base += loopElems) {
-    const size_t remaining = count - base;
-    // Split this loop's elements evenly over the ranks' chunks.
-    const size_t chunk = std::min(pieceElems, (remaining + n - 1) / static_cast<size_t>(n));
-    auto off = [&](int c) { return std::min(base + static_cast<size_t>(c) * chunk, count); };
-    auto len = [&](int c) {
-      return std::min(base + static_cast<size_t>(c + 1) * chunk, count) - off(c);
-    };
+    const LoopChunks ch(base, count, pieceElems, n);
 
     // Reduce-scatter: chunk `rank` starts here, chunk `rank+1` finishes here.
     int c = rank;
-    CHORUS_CHECK(p.send(next, in + off(c) * elem, len(c), true));
+    CHORUS_CHECK(p.send(next, in + ch.off(c) * elem, ch.len(c), true));
     for (int s = 1; s < n - 1; ++s) {
       c = (rank - s + n) % n;
-      CHORUS_CHECK(p.recvReduceSend(prev, next, in + off(c) * elem, len(c)));
+      CHORUS_CHECK(p.recvReduceSend(prev, next, in + ch.off(c) * elem, ch.len(c)));
     }
     c = (rank + 1) % n;
-    CHORUS_CHECK(
-        p.recvReduceCopySend(prev, next, in + off(c) * elem, out + off(c) * elem, len(c), true));
+    CHORUS_CHECK(p.recvReduceCopySend(prev, next, in + ch.off(c) * elem, out + ch.off(c) * elem,
+                                      ch.len(c), true));
     // All-gather of the finished chunks.
     for (int s = 1; s < n - 1; ++s) {
       c = (rank + 1 - s + n) % n;
-      CHORUS_CHECK(p.recvCopySend(prev, next, out + off(c) * elem, len(c)));
+      CHORUS_CHECK(p.recvCopySend(prev, next, out + ch.off(c) * elem, ch.len(c)));
     }
     c = (rank + 2) % n;
-    CHORUS_CHECK(p.recv(prev, out + off(c) * elem, len(c)));
+    CHORUS_CHECK(p.recv(prev, out + ch.off(c) * elem, ch.len(c)));
   }
   return chorusSuccess;
 }
