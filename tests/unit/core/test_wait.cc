@@ -87,6 +87,28 @@ void publishOnceAsleep(Waiting* w, int maxMs) {
   ringDoorbell(&w->bell);
 }
 
+// More runnable threads than CPUs: `count` threads that spin until stop() (or the end of
+// the scope), so the machine reads as busy while they run.
+class SpinningHogs {
+ public:
+  explicit SpinningHogs(int count) {
+    for (int i = 0; i < count; ++i)
+      threads_.emplace_back([this] {
+        while (!stop_.load(std::memory_order_relaxed)) cpuRelax();
+      });
+  }
+  ~SpinningHogs() { stop(); }
+  void stop() {
+    stop_.store(true);
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 TEST(WaitUntil, SleeperIsWokenByTheWritersDoorbell) {
   Waiting w;
   w.policy.configure(0, 0, 0, false);  // no spinning: sleep at once
@@ -181,12 +203,7 @@ TEST(WaitUntil, PeerOnAnotherCpuIsWaitedForBySpinning) {
 // fixed 40 ms, which made the test flaky there.
 TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> hogs;
-  for (int i = 0; i < cpus + 1; ++i)
-    hogs.emplace_back([&] {
-      while (!stop.load(std::memory_order_relaxed)) cpuRelax();
-    });
+  SpinningHogs hogs(cpus + 1);
   auto waitOnce = [](int64_t busySpinNs, WaitPolicy* policy) {
     Waiting w;
     w.policy.configure(60000000000, 60000000000, 60000000000, true);  // would spin a minute
@@ -220,8 +237,7 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
   const bool stillBusy = probe.machineBusy(t0 + 3000000);
   ownThreads.machineBusy(t0);
   const bool ownBusy = ownThreads.machineBusy(t0 + 3000000);
-  stop.store(true);
-  for (auto& t : hogs) t.join();
+  hogs.stop();
   EXPECT_FALSE(firstLook) << "one look is not enough to call the machine busy";
   ASSERT_TRUE(stillBusy) << cpus + 1 << " spinning threads and this one on " << cpus
                          << " CPUs should read as busy";
@@ -236,12 +252,7 @@ TEST(WaitUntil, BusyMachineCutsTheSpinShort) {
 // thread with no cap spins its budget out.
 TEST(WaitUntil, CrowdedCpusMakeAStreamWorkerSleepAtOnce) {
   const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> hogs;
-  for (int i = 0; i < cpus + 1; ++i)
-    hogs.emplace_back([&] {
-      while (!stop.load(std::memory_order_relaxed)) cpuRelax();
-    });
+  SpinningHogs hogs(cpus + 1);
   auto waitOnce = [](int64_t cap, uint64_t* sleeps, int64_t* spinNs) {
     std::thread worker([&] {
       setThreadSpinCap(cap);
@@ -262,8 +273,7 @@ TEST(WaitUntil, CrowdedCpusMakeAStreamWorkerSleepAtOnce) {
   int64_t crowdedSpin = 0, uncappedSpin = 0;
   waitOnce(kSpinCapWhenCrowded, &crowdedSleeps, &crowdedSpin);
   waitOnce(-1, &uncappedSleeps, &uncappedSpin);
-  stop.store(true);
-  for (auto& t : hogs) t.join();
+  hogs.stop();
   EXPECT_GE(crowdedSleeps, 1u) << cpus + 1 << " spinning threads on " << cpus << " CPUs";
   EXPECT_EQ(crowdedSpin, 60000000000) << "a crowded machine's sleep teaches nothing";
   EXPECT_EQ(uncappedSleeps, 0u) << "without the cap it spins its budget out";
