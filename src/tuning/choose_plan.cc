@@ -76,63 +76,56 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     // receiver's turn on a CPU; measured, 4 x 1: 64 KiB pieces 1.1-1.9x slower).
     p.pieceBytes = k.slotBytes;
   }
-  // --- crowded same-host all-reduce (issue 38) ---
+  // --- crowded same-host all-reduce and all-gather (issue 38) ---
   // Where ranks outnumber their CPUs and more than two share a host, every ring step waits
-  // for one particular peer to be scheduled: 2(n-1) waits per piece. The direct schedule on
-  // the FIFOs (allReduceDirectFifo) waits twice per piece, for whichever peers ran, and
-  // moves the same bytes; one piece per rank's share. Up to shares of a quarter slot: above,
-  // the ring's pipelined pieces won (np 4 on 2 CPUs, AMD EPYC: direct 1.2-1.8x the ring
-  // from 32 to 512 KiB, 0.45-0.65x from 2 MiB; docs/PERF.md#perf-crowded-direct). Where the
-  // transport has boards, the rule below takes these calls.
-  if (coll == Coll::AllReduce && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
-      k.slotBytes > 0 && bytes > k.llBytes &&
-      bytes / static_cast<size_t>(k.nranks) <= k.slotBytes / 4 &&
-      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+  // for one particular peer to be scheduled. The rules below move such calls to direct/Simple:
+  // on the FIFOs, or on the shared boards (src/algorithms/board.cc) where the transport has
+  // them.
+  const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
+                           allows(*t, p.fallback, Algo::Direct, Proto::Simple);
+  auto directSimple = [&](size_t pieceBytes, bool board) {
     p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
     p.algo = Algo::Direct;
     p.proto = Proto::Simple;
-    p.pieceBytes = (bytes / static_cast<size_t>(k.nranks) + 63) & ~static_cast<size_t>(63);
-  }
-  // The boards (src/algorithms/board.cc), where they hold the call in at most two buffers:
-  // each rank copies its input in once and reduces its share from every board, instead of
-  // copying n - 1 shares into slots and n - 1 results out again. Two waits per piece either
-  // way; on the boards, n copies per rank against the FIFOs' 2(n - 1). Measured (np 4 on 2
-  // CPUs, AMD EPYC): 64 KiB-1 MiB 1.1-1.4x the direct schedule on the FIFOs and 1 MiB 1.0-1.3x
-  // the ring; from 2 MiB level with the ring quiet, but each piece is two waits for every rank,
+    p.pieceBytes = pieceBytes;
+    p.board = board;
+  };
+  // All-reduce on the boards, where they hold the call in at most two buffers: each rank
+  // copies its input in once and reduces its share from every board, instead of copying
+  // n - 1 shares into slots and n - 1 results out again. Two waits per piece either way; on
+  // the boards, n copies per rank against the FIFOs' 2(n - 1). Measured (np 4 on 2 CPUs, AMD
+  // EPYC): 64 KiB-1 MiB 1.1-1.4x the direct schedule on the FIFOs and 1 MiB 1.0-1.3x the
+  // ring; from 2 MiB level with the ring quiet, but each piece is two waits for every rank,
   // and beside busy processes (each wait then a scheduler turn) 4 pieces lost to the ring's
   // pairwise, pipelined hand-offs: up to two pieces (docs/PERF.md#perf-board).
-  if (coll == Coll::AllReduce && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
-      k.boardBytes > 0 && bytes > k.llBytes && bytes <= 2 * k.boardBytes &&
-      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
-    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
-    p.algo = Algo::Direct;
-    p.proto = Proto::Simple;
-    const size_t pieces = bytes > k.boardBytes ? 2 : 1;
-    p.pieceBytes = std::min(k.boardBytes, ((bytes + pieces - 1) / pieces + 63) & ~size_t{63});
-    p.board = true;
+  // Otherwise direct on the FIFOs (allReduceDirectFifo): it waits twice per piece, for
+  // whichever peers ran, where the ring waits 2(n-1) times, and moves the same bytes; one
+  // piece per rank's share. Up to shares of a quarter slot: above, the ring's pipelined
+  // pieces won (np 4 on 2 CPUs, AMD EPYC: direct 1.2-1.8x the ring from 32 to 512 KiB,
+  // 0.45-0.65x from 2 MiB; docs/PERF.md#perf-crowded-direct).
+  if (crowdedHost && coll == Coll::AllReduce && bytes > k.llBytes) {
+    const size_t share = bytes / static_cast<size_t>(k.nranks);
+    if (k.boardBytes > 0 && bytes <= 2 * k.boardBytes) {
+      const size_t pieces = bytes > k.boardBytes ? 2 : 1;
+      directSimple(std::min(k.boardBytes, ((bytes + pieces - 1) / pieces + 63) & ~size_t{63}),
+                   true);
+    } else if (k.slotBytes > 0 && share <= k.slotBytes / 4) {
+      directSimple((share + 63) & ~size_t{63}, false);
+    }
   }
-  // --- end crowded same-host all-reduce ---
-  // --- crowded same-host all-gather: the boards (issue 38) ---
-  // Where ranks outnumber their CPUs and more than two share a host, the ring's n - 1
-  // hand-offs per piece each wait for one particular rank to be scheduled. On the boards
-  // (src/algorithms/board.cc) every rank writes its block once and reads every peer's as
-  // soon as that peer has written: one wait per peer, for whichever ran, and n copies per
-  // rank instead of the ring's 2(n - 1). Pieces of a board buffer (a slot), blocks of up to
-  // two (as the all-reduce above; np 4 on 2 CPUs, AMD EPYC: 1.1-3.3x the ring quiet from
-  // 32 KiB to 16 MiB, but beside two busy processes 4 pieces a block lost 10-30% to it).
-  // Above what the tables give the LL path (direct/LL stays there: one message per peer).
-  const size_t block =
-      (bytes / static_cast<size_t>(std::max(k.nranks, 1)) + 63) & ~static_cast<size_t>(63);
-  if (coll == Coll::AllGather && t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
-      k.boardBytes > 0 && p.algo != Algo::Direct && block <= 2 * k.boardBytes &&
-      allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
-    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
-    p.algo = Algo::Direct;
-    p.proto = Proto::Simple;
-    p.pieceBytes = std::min(block, k.boardBytes);
-    p.board = true;
+  // All-gather on the boards: the ring's n - 1 hand-offs per piece each wait for one
+  // particular rank to be scheduled; on the boards every rank writes its block once and reads
+  // every peer's as soon as that peer has written: one wait per peer, for whichever ran, and
+  // n copies per rank instead of the ring's 2(n - 1). Pieces of a board buffer (a slot),
+  // blocks of up to two (as the all-reduce above; np 4 on 2 CPUs, AMD EPYC: 1.1-3.3x the ring
+  // quiet from 32 KiB to 16 MiB, but beside two busy processes 4 pieces a block lost 10-30%
+  // to it). Above what the tables give the LL path (direct/LL stays there: one message per
+  // peer).
+  if (crowdedHost && coll == Coll::AllGather && k.boardBytes > 0 && p.algo != Algo::Direct) {
+    const size_t block = (bytes / static_cast<size_t>(k.nranks) + 63) & ~size_t{63};
+    if (block <= 2 * k.boardBytes) directSimple(std::min(block, k.boardBytes), true);
   }
-  // --- end crowded same-host all-gather ---
+  // --- end crowded same-host all-reduce and all-gather ---
   switch (coll) {
     case Coll::AllToAll:
     case Coll::Scatter:
