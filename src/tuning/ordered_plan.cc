@@ -81,26 +81,29 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     // direct exchange sends every rank's blocks to every remote peer (1.4-4.3x the default
     // over tcp, 2 hosts x 2 ranks). Small calls go through the host leaders, who swap their
     // hosts' raw inputs (one crossing of each link each way, as the default's leaders'
-    // doubling) and each add all n in rank order; larger ones a chain in rank order, which
-    // carries each link's partial sum once a direction, both directions overlapped, in
-    // pieces of half the call (at least 16 KiB, at most a slot). Smaller pieces cost more
-    // than their overlap gives back over tcp here: with an eighth, 1.7-1.9x the default at
-    // 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a 32nd, 2.1-3.2x at 256 KiB-1 MiB.
+    // doubling) and each add all n in rank order, or, above kOrderedLeadersSwapMaxBytes,
+    // chain their hosts' partial sums (up to kOrderedLeadersMaxBytes); larger ones a chain
+    // in rank order, which carries each link's partial sum once a direction, both directions
+    // overlapped, in pieces of half the call (at least 16 KiB, at most a slot). Smaller
+    // pieces cost more than their overlap gives back over tcp here: with an eighth, 1.7-1.9x
+    // the default at 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a 32nd, 2.1-3.2x at
+    // 256 KiB-1 MiB.
+    // Both chains: pieces of half the call, at least `minBytes`, at most a slot.
+    auto halfTheCall = [&](size_t minBytes) {
+      return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) &
+             ~size_t{63};
+    };
     if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes) {
       p->proto = Proto::LL;
       p->viaLeaders = true;
       if (bytes > kOrderedLeadersSwapMaxBytes) {
         p->chain = true;  // the leaders' chain
-        p->pieceBytes = std::min(std::max<size_t>(bytes / 2, kOrderedLeadersPieceMinBytes),
-                                 std::max<size_t>(k.slotBytes, 64)) &
-                        ~size_t{63};
+        p->pieceBytes = halfTheCall(kOrderedLeadersPieceMinBytes);
       }
     } else {
       p->proto = Proto::Simple;
       p->chain = true;
-      p->pieceBytes =
-          std::min(std::max<size_t>(bytes / 2, 16 << 10), std::max<size_t>(k.slotBytes, 64)) &
-          ~size_t{63};
+      p->pieceBytes = halfTheCall(16 << 10);
     }
   }
   // A restriction that leaves out direct (or the protocol) cannot keep the order: this plan
