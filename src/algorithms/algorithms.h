@@ -92,6 +92,10 @@ chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& p
 /// result, post already applied, back from it.
 chorusResult_t allReduceThroughLeader(chorusComm* comm, const CollArgs& a, Prims& p, int leader,
                                       size_t piece);
+/// The leader's side of the hand-back: the result to each of its host's other ranks, in LL
+/// pieces of `piece` bytes.
+chorusResult_t leaderHandsBack(chorusComm* comm, Prims& p, const char* result, size_t bytes,
+                               size_t piece);
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTree(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceRecDoubling(chorusComm* comm, const CollArgs& a, Prims& p);

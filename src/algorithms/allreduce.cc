@@ -126,6 +126,15 @@ chorusResult_t allReduceThroughLeader(chorusComm* comm, const CollArgs& a, Prims
   return chorusSuccess;
 }
 
+chorusResult_t leaderHandsBack(chorusComm* comm, Prims& p, const char* result, size_t bytes,
+                               size_t piece) {
+  const std::vector<int>& mates = comm->hostMates;
+  for (size_t i = 1; i < mates.size(); ++i)
+    for (size_t off = 0; off < bytes; off += piece)
+      CHORUS_CHECK(p.sendLL(mates[i], result + off, std::min(piece, bytes - off)));
+  return chorusSuccess;
+}
+
 // Across hosts that hold several ranks each: every rank hands its input to its host's
 // lowest rank (the leader) over shared memory, the leaders run recursive doubling among
 // themselves, and each leader hands the result back. One tcp message each way per leader
@@ -165,10 +174,7 @@ static chorusResult_t allReduceLeaders(chorusComm* comm, const CollArgs& a, Prim
   CHORUS_CHECK(doublingAmong(
       comm, a, p, static_cast<int>(leaders.size()), me,
       [&](int i) { return leaders[static_cast<size_t>(i)]; }, acc));
-  for (size_t i = 1; i < mates.size(); ++i)
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.sendLL(mates[i], acc + off, std::min(piece, bytes - off)));
-  return chorusSuccess;
+  return leaderHandsBack(comm, p, acc, bytes, piece);
 }
 
 // Every rank decides alike: both counts are the communicator's, not this host's. (The

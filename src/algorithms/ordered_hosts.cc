@@ -150,11 +150,7 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   }
   if (plan.chain && hosts > 1 && hostsInRankOrder(o)) {
     CHORUS_CHECK(leaderChain(comm, a, plan, p, o, me, all));
-    char* out = static_cast<char*>(a.recvbuf);
-    for (size_t i = 1; i < mates.size(); ++i)
-      for (size_t off = 0; off < bytes; off += piece)
-        CHORUS_CHECK(p.sendLL(mates[i], out + off, std::min(piece, bytes - off)));
-    return chorusSuccess;
+    return leaderHandsBack(comm, p, static_cast<const char*>(a.recvbuf), bytes, piece);
   }
   const char* mine = at(o.first[static_cast<size_t>(me)]);
   const size_t myBytes = hostBytes(me);
@@ -185,10 +181,7 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
     const unsigned post = r == n - 1 ? kApplyPost : 0u;
     kernels::reduce(spec, out, r == 0 ? nullptr : out, src, a.count, post);
   }
-  for (size_t i = 1; i < mates.size(); ++i)
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.sendLL(mates[i], out + off, std::min(piece, bytes - off)));
-  return chorusSuccess;
+  return leaderHandsBack(comm, p, out, bytes, piece);
 }
 
 // Above that, a chain in rank order: rank r adds its pre-multiplied input to the partial sum
