@@ -3,7 +3,7 @@
 
     PYTHONPATH=build/python/torch2 .venv-torch2/bin/python python/bench/ddp_step_bench.py \
         [--np 2 4] [--threads 1 default] [--models mlp cnn transformer] [--modes ddp fsdp] \
-        [--rounds 5] [--steps 4] [--check] [--profile DIR [--profile-steps 5]]
+        [--rounds 5] [--steps 4] [--check] [--profile DIR [--profile-steps 5]] [--floor]
 
 What an all-reduce microbenchmark does not show: in DDP the gradient all-reduces overlap
 the backward pass, so what counts is how much the communication delays the step, CPU time
@@ -30,6 +30,13 @@ O(1)); --check makes a difference above 1e-4 fail the run (the test torch2_ddp_s
 trace per rank and backend in DIR and a table of where a step's time went (forward, backward
 compute, the wait on the communication after the last gradient, optimizer; see
 ddp_step_profile.py); with --check the traces are read back for those regions.
+
+--floor adds a third DDP model per model, interleaved with the two: DDP over the gloo group
+with a communication hook that communicates nothing (each rank keeps its own gradients), so
+its step is the compute, DDP's own bucket copies and the optimizer, with no backend at all.
+The second table prints its median step and gloo/floor, the most any backend could gain
+over gloo in that run (its ranks do not wait for each other within a round: the floor is,
+if anything, low, and the ceiling high), and chorus/floor, what chorus's communication adds.
 
 Models: mlp 1024-2048-2048-2048-10, batch 8 (10.5 M parameters, 40 MiB of gradients against
 little compute: the communication is exposed); cnn (three 3x3 convolutions, 32x32 RGB,
@@ -117,6 +124,15 @@ def wrap(model, mode, group):
     return model
 
 
+def no_communication(state, bucket):
+    """DDP communication hook of --floor: the bucket as it is, no all-reduce."""
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def full_params(model, mode):
     if mode == "ddp":
         return [p.detach() for p in model.parameters()]
@@ -147,15 +163,18 @@ def rank_main(rank, n, a):
     groups = {"gloo": dist.group.WORLD, "chorus": chorus}
     tids = {"gloo": gloo_tids, "chorus": chorus_tids}
 
-    rows, profiled, bad_traces = [], [], []
+    rows, floors, profiled, bad_traces = [], [], [], []
     for mode in a.modes:
         for name in a.models:
             models, opts = {}, {}
-            for b, g in groups.items():
-                models[b] = wrap(make_model(name, 1), mode, g)
+            backends = list(groups) + (["floor"] if a.floor and mode == "ddp" else [])
+            for b in backends:
+                models[b] = wrap(make_model(name, 1), mode, groups.get(b, groups["gloo"]))
+                if b == "floor":
+                    models[b].register_comm_hook(None, no_communication)
                 opts[b] = torch.optim.SGD(models[b].parameters(), lr=0.01, momentum=0.9)
             batches = make_batches(name, rank, 8)
-            step_no = {b: 0 for b in groups}
+            step_no = {b: 0 for b in backends}
 
             def step(b):
                 x, y = batches[step_no[b] % len(batches)]
@@ -164,20 +183,25 @@ def rank_main(rank, n, a):
                 torch.nn.functional.mse_loss(models[b](x), y).backward()
                 opts[b].step()
 
-            for b in groups:
+            for b in backends:
                 for _ in range(a.warmup):
                     step(b)
-            times = {b: [] for b in groups}
-            cpu = {b: 0 for b in groups}
+            times = {b: [] for b in backends}
+            cpu = {b: 0 for b in backends}
             for r in range(a.rounds):
-                for b in (("gloo", "chorus") if r % 2 == 0 else ("chorus", "gloo")):
+                for b in (backends if r % 2 == 0 else backends[::-1]):
                     dist.barrier(group=groups["gloo"])
-                    c0 = cpu_ns(tids[b])
+                    c0 = cpu_ns(tids.get(b, set()))
                     t0 = time.perf_counter()
                     for _ in range(a.steps):
                         step(b)
                     times[b].append((time.perf_counter() - t0) / a.steps)
-                    cpu[b] += cpu_ns(tids[b]) - c0
+                    cpu[b] += cpu_ns(tids.get(b, set())) - c0
+            if "floor" in times:
+                tf = times["floor"]
+                floors.append((name, statistics.median(tf),
+                               statistics.median(g / f for g, f in zip(times["gloo"], tf)),
+                               statistics.median(c / f for c, f in zip(times["chorus"], tf))))
             diff = 0.0
             for pg, pc in zip(full_params(models["gloo"], mode), full_params(models["chorus"], mode)):
                 diff = max(diff, ((pg - pc).abs().max() / pg.abs().max().clamp_min(1e-30)).item())
@@ -220,6 +244,14 @@ def rank_main(rank, n, a):
         for mode, name, tg, tc, ratio, cg, cc, diff in rows:
             print(f"| {mode} | {name} | {tg * 1e3:.1f} | {tc * 1e3:.1f} | {ratio:.2f}x | "
                   f"{cg / 1e6:.2f} | {cc / 1e6:.2f} | {diff:.1e} |")
+        if floors:
+            print("\nDDP with no communication (--floor), same rounds; medians of the rounds' "
+                  "ratios:")
+            print("| model | floor ms/step | gloo / floor (the most a backend could gain) | "
+                  "chorus / floor |")
+            print("|---|---:|---:|---:|")
+            for name, tf, gf, cf in floors:
+                print(f"| {name} | {tf * 1e3:.1f} | {gf:.2f}x | {cf:.2f}x |")
         if profiled:
             from ddp_step_profile import print_table
 
@@ -265,6 +297,8 @@ def main():
                          "backend: chrome traces per rank in DIR and a per-step breakdown "
                          "(python/bench/ddp_step_profile.py)")
     ap.add_argument("--profile-steps", type=int, default=5)
+    ap.add_argument("--floor", action="store_true",
+                    help="add DDP with no communication: the step a backend cannot beat")
     ap.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank is not None:
@@ -284,6 +318,7 @@ def main():
             cmd = [sys.executable, __file__, "--np", str(n), "--threads", threads,
                    "--models", *a.models, "--modes", *a.modes, "--rounds", str(a.rounds),
                    "--steps", str(a.steps), "--warmup", str(a.warmup)] + (["--check"] if a.check else [])
+            cmd += ["--floor"] if a.floor else []
             if a.profile:
                 os.makedirs(a.profile, exist_ok=True)
                 cmd += ["--profile", os.path.abspath(a.profile),
