@@ -134,6 +134,7 @@ chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan&
   x.acc = out + x.blocks.lo(rank) * elem;
   x.mine = x.in + x.blocks.lo(rank) * elem;
   x.before = sumAside(comm, x.mine, x.acc, x.blocks.len(rank) * elem, pieceElems * elem);
+  p.setStreaming(false);  // the sum is read again: ordinary stores
   for (size_t off = 0; off < x.blocks.per; off += pieceElems) {
     CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
     // All-gather of this round's pieces: copies only.
@@ -142,12 +143,17 @@ chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan&
       for (int k = 1; k < n; ++k)
         CHORUS_CHECK(p.send((rank + k) % n, x.acc + off * elem, cnt, false));
     }
+    // The peers' results with streaming stores where the plan says so (a large output, out
+    // of place): lines no step reads again, and that are not in cache (in place they are:
+    // this rank's input, just sent).
+    p.setStreaming(plan.streaming);
     for (int k = 1; k < n; ++k) {
       const int from = (rank - k + n) % n;
       if (off >= x.blocks.len(from)) continue;
       const size_t cnt = std::min(pieceElems, x.blocks.len(from) - off);
       CHORUS_CHECK(p.recv(from, out + (x.blocks.lo(from) + off) * elem, cnt));
     }
+    p.setStreaming(false);
   }
   return chorusSuccess;
 }
