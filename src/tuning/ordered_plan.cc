@@ -71,14 +71,8 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     // Measured for the all-reduce only: the reduce-scatter in place paid 1.4-1.65x with it.
     if (k.crowded && coll == Coll::AllReduce)
       p->pieceBytes = std::min(p->pieceBytes * static_cast<size_t>(perShare), k.slotBytes);
-    // The reduce-scatter's owner re-reads only its accumulator piece (the pieces it adds are
-    // read once, and nothing is sent on from it): its pieces are capped at kOrderedRoundBytes
-    // itself. Measured (np 4 on 2 CPUs, AMD EPYC, 7 interleaved rounds): at 16-128 MiB
-    // 1.00-1.22x the default out of place (64 KiB pieces: 1.08-1.36x), 0.88-1.10x in place.
     const size_t cap =
-        coll == Coll::ReduceScatter
-            ? kOrderedRoundBytes
-            : std::max<size_t>(kOrderedRoundBytes / static_cast<size_t>(k.nranks), 16 << 10);
+        std::max<size_t>(kOrderedRoundBytes / static_cast<size_t>(k.nranks), 16 << 10);
     p->pieceBytes = std::min(p->pieceBytes, cap & ~size_t{63});
     // An all-reduce out of place from CHORUS_NT_THRESHOLD writes the peers' results with
     // streaming stores (orderedAllReduce; its sums with ordinary ones): np 4 on 2 CPUs,
