@@ -17,7 +17,6 @@
 // (allReduceDirect, the direct reduce-scatter); this file adds the rest, and
 // ordered_hosts.cc the all-reduce where shared memory does not join every pair.
 #include <algorithm>
-#include <cstring>
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/ordered_hosts.h"
@@ -57,11 +56,15 @@ Blocks blocksOf(size_t count, int n, size_t elem) {
 // What one ordered exchange needs: rank t's block of this rank's input is at in(t), len(t)
 // elements; this rank's own block's result goes to acc, its own contribution read from mine.
 struct Exchange {
-  const char* in;    // this rank's input, block t at in + inOff(t)
-  size_t inStride;   // reduce-scatter: block t at t * inStride; else 0 (use blocks)
-  Blocks blocks;     // all-reduce / reduce: the element blocks
-  char* acc;         // this rank's block of the result
-  const char* mine;  // this rank's contribution to its own block
+  const char* in = nullptr;    // this rank's input, block t at in + inOff(t)
+  size_t inStride = 0;         // reduce-scatter: block t at t * inStride; else 0 (use blocks)
+  Blocks blocks;               // all-reduce / reduce: the element blocks
+  char* acc = nullptr;         // this rank's block of the result
+  const char* mine = nullptr;  // this rank's contribution to its own block
+  // Where acc and mine share memory (in place) on a rank other than 0: a piece-sized place
+  // for the sum of the ranks before this one, so that this rank's own contribution is read
+  // before its result overwrites it; else nullptr (the sum builds up in acc).
+  char* before = nullptr;
   size_t elems(int t) const { return inStride ? blocks.per : blocks.len(t); }
   const char* from(int t, size_t elem) const {
     return in + (inStride ? static_cast<size_t>(t) * inStride : blocks.lo(t) * elem);
@@ -88,26 +91,32 @@ chorusResult_t reduceRound(chorusComm* comm, const Exchange& x, Prims& p, size_t
   const kernels::ReduceSpec& spec = p.spec();
   char* d = x.acc + off * elem;
   const char* own = x.mine + off * elem;
+  // In place, the ranks before this one are summed aside (x.before) and the step that adds
+  // this rank's contribution reads it and writes the result in the same element: no copy of
+  // the block, and the piece aside stays in cache.
+  char* sum = x.before != nullptr ? x.before : d;
   for (int r = 0; r < n; ++r) {  // the rank order: the whole point of this file
     const unsigned post = r == n - 1 ? kApplyPost : 0u;
-    if (r == rank)
-      kernels::reduce(spec, d, r == 0 ? nullptr : d, own, cnt, kApplyPre | post);
-    else if (r == 0)
-      CHORUS_CHECK(p.recv(0, d, cnt));  // pre-multiplied by its sender
-    else
-      CHORUS_CHECK(p.recvReduceCopy(r, d, d, cnt, post != 0, false));
+    if (r == rank) {
+      kernels::reduce(spec, d, r == 0 ? nullptr : sum, own, cnt, kApplyPre | post);
+      sum = d;
+    } else if (r == 0) {
+      CHORUS_CHECK(p.recv(0, sum, cnt));  // pre-multiplied by its sender
+    } else {
+      CHORUS_CHECK(p.recvReduceCopy(r, sum, sum, cnt, post != 0, false));
+    }
   }
   return chorusSuccess;
 }
 
-// This rank's own contribution, kept safe where its result overwrites it (in place). Rank 0
-// reads its own piece before writing it, so it needs no copy.
-const char* ownContribution(chorusComm* comm, const char* mine, const char* acc, size_t bytes) {
+// Where this rank's own contribution shares memory with its result (in place), a piece of
+// scratch for the sum of the ranks before it (Exchange::before); rank 0 adds its own first
+// and needs none.
+char* sumAside(chorusComm* comm, const char* mine, const char* acc, size_t bytes,
+               size_t pieceBytes) {
   const bool overlap = mine < acc + bytes && acc < mine + bytes;
-  if (!overlap || comm->rank == 0 || bytes == 0) return mine;
-  void* t = comm->scratch.get(comm->scratch.a, bytes);
-  std::memcpy(t, mine, bytes);
-  return static_cast<const char*>(t);
+  if (!overlap || comm->rank == 0 || bytes == 0) return nullptr;
+  return static_cast<char*>(comm->scratch.get(comm->scratch.a, std::min(bytes, pieceBytes)));
 }
 
 size_t pieceElemsOf(const Plan& plan, size_t elem) {
@@ -117,11 +126,15 @@ size_t pieceElemsOf(const Plan& plan, size_t elem) {
 chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize();
-  Exchange x{static_cast<const char*>(a.sendbuf), 0, blocksOf(a.count, n, elem), nullptr, nullptr};
+  Exchange x;
+  x.in = static_cast<const char*>(a.sendbuf);
+  x.blocks = blocksOf(a.count, n, elem);
   char* out = static_cast<char*>(a.recvbuf);
-  x.acc = out + x.blocks.lo(rank) * elem;
-  x.mine = ownContribution(comm, x.in + x.blocks.lo(rank) * elem, x.acc, x.blocks.len(rank) * elem);
   const size_t pieceElems = pieceElemsOf(plan, elem);
+  x.acc = out + x.blocks.lo(rank) * elem;
+  x.mine = x.in + x.blocks.lo(rank) * elem;
+  x.before = sumAside(comm, x.mine, x.acc, x.blocks.len(rank) * elem, pieceElems * elem);
+  p.setStreaming(false);  // the sum is read again: ordinary stores
   for (size_t off = 0; off < x.blocks.per; off += pieceElems) {
     CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
     // All-gather of this round's pieces: copies only.
@@ -130,12 +143,17 @@ chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan&
       for (int k = 1; k < n; ++k)
         CHORUS_CHECK(p.send((rank + k) % n, x.acc + off * elem, cnt, false));
     }
+    // The peers' results with streaming stores where the plan says so (a large output, out
+    // of place): lines no step reads again, and that are not in cache (in place they are:
+    // this rank's input, just sent).
+    p.setStreaming(plan.streaming);
     for (int k = 1; k < n; ++k) {
       const int from = (rank - k + n) % n;
       if (off >= x.blocks.len(from)) continue;
       const size_t cnt = std::min(pieceElems, x.blocks.len(from) - off);
       CHORUS_CHECK(p.recv(from, out + (x.blocks.lo(from) + off) * elem, cnt));
     }
+    p.setStreaming(false);
   }
   return chorusSuccess;
 }
@@ -143,11 +161,14 @@ chorusResult_t orderedAllReduce(chorusComm* comm, const CollArgs& a, const Plan&
 chorusResult_t orderedReduceScatter(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                     Prims& p) {
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
-  Exchange x{static_cast<const char*>(a.sendbuf), blockBytes, Blocks{a.count, a.count}, nullptr,
-             nullptr};
-  x.acc = static_cast<char*>(a.recvbuf);
-  x.mine = ownContribution(comm, x.from(comm->rank, elem), x.acc, blockBytes);
+  Exchange x;
+  x.in = static_cast<const char*>(a.sendbuf);
+  x.inStride = blockBytes;
+  x.blocks = Blocks{a.count, a.count};
   const size_t pieceElems = pieceElemsOf(plan, elem);
+  x.acc = static_cast<char*>(a.recvbuf);
+  x.mine = x.from(comm->rank, elem);
+  x.before = sumAside(comm, x.mine, x.acc, blockBytes, pieceElems * elem);
   for (size_t off = 0; off < a.count; off += pieceElems)
     CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
   return chorusSuccess;
@@ -157,13 +178,16 @@ chorusResult_t orderedReduceScatter(chorusComm* comm, const CollArgs& a, const P
 chorusResult_t orderedReduce(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize();
-  Exchange x{static_cast<const char*>(a.sendbuf), 0, blocksOf(a.count, n, elem), nullptr, nullptr};
+  Exchange x;
+  x.in = static_cast<const char*>(a.sendbuf);
+  x.blocks = blocksOf(a.count, n, elem);
   char* out = static_cast<char*>(a.recvbuf);
   const size_t myBytes = x.blocks.len(rank) * elem;
+  const size_t pieceElems = pieceElemsOf(plan, elem);
   x.acc = rank == root ? out + x.blocks.lo(rank) * elem
                        : static_cast<char*>(comm->scratch.get(comm->scratch.b, myBytes));
-  x.mine = ownContribution(comm, x.in + x.blocks.lo(rank) * elem, x.acc, myBytes);
-  const size_t pieceElems = pieceElemsOf(plan, elem);
+  x.mine = x.in + x.blocks.lo(rank) * elem;
+  x.before = sumAside(comm, x.mine, x.acc, myBytes, pieceElems * elem);
   for (size_t off = 0; off < x.blocks.per; off += pieceElems) {
     CHORUS_CHECK(reduceRound(comm, x, p, off, pieceElems));
     if (rank != root) {

@@ -38,6 +38,9 @@ class Prims {
   /// cache (src/tuning/slot_stores.h: faster where the two cores are far apart; the ring
   /// all-reduce, the ring all-gather and all-to-all choose per call: runWithSlotStores).
   void setSlotStreaming(bool on) { slotStreaming_ = on; }
+  /// Write the caller's buffers (recv(), recvReduceCopy() and the other copies out of a
+  /// slot) with streaming stores or not, from here on (the constructor's `streaming`).
+  void setStreaming(bool on) { streaming_ = on; }
 
   /// Lets sends leave their bytes in the caller's memory where the connection can send
   /// from it (SendConn::postFrom: tcp): whoever allows it must call settleSends() before
