@@ -7,7 +7,8 @@
 // never a chain of forwards; with ranks crowding their CPUs (np 4 on 2 CPUs) the ring's
 // n - 1 hand-offs per piece each waited for one particular rank to be scheduled
 // (docs/PERF.md#perf-board). Bytes copied per rank: its piece once in, the n - 1
-// peers' pieces out; the ring copies 2(n - 1) times per rank (slot in, slot out).
+// peers' pieces out; the ring copies 2(n - 1) times per rank (slot in, slot out). The piece
+// goes to the board the way the slot-store chooser says (below).
 //
 // All-reduce, piece by piece (a piece: up to a board buffer of the whole vector): every rank
 // writes its piece to its board (pre-multiplied where the op says so) and posts it; rank r
@@ -15,6 +16,14 @@
 // first), into its board's other buffer and its output, posts that, and copies every peer's
 // reduced share out of the peer's board. Two waits per piece, as the direct schedule on the
 // FIFOs (allReduceDirectFifo), without its n - 1 copies into slots each way.
+//
+// The reduced shares are written to the board the way the slot-store chooser says
+// (CHORUS_SLOT_STORES, runWithSlotStores): each is read by every peer, and where the VM's
+// vCPUs sit on different dies the peers read them faster from memory (streaming stores)
+// than from this core's cache, one line at a time across the dies; where the vCPUs share an
+// L3 it is the other way round (docs/PERF.md#perf-board-far). The inputs are always written
+// with ordinary stores: each share of an input is read by one rank alone, and streaming
+// stores made it slower in both placements.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -43,7 +52,7 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     int waited = -1;
     chorusResult_t r = board->beginWrite(epoch, w, &waited);
     if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
-    std::memcpy(board->own(epoch), in + off, bytes);
+    kernels::copy(board->own(epoch), in + off, bytes, p.slotStreaming());
     board->post(epoch);
     // This rank's own block while the peers take the piece (in place: already there).
     if (mine != in) std::memcpy(mine + off, in + off, bytes);
@@ -108,8 +117,16 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
         kernels::reduce(spec, dst, acc, src[static_cast<size_t>(k)], mineLen, 0);
         acc = dst;
       }
-      kernels::reduceCopy(spec, sum, dst, acc, src[static_cast<size_t>(n - 1)], mineLen,
-                          kernels::kApplyPost | outFlags);
+      if (p.slotStreaming()) {
+        // reduceCopy streams to its second output only, which is the accumulator here:
+        // the output first (from the cache), then one streaming copy to the board.
+        kernels::reduce(spec, dst, acc, src[static_cast<size_t>(n - 1)], mineLen,
+                        kernels::kApplyPost);
+        kernels::copy(sum, dst, mineLen * elem, true);
+      } else {
+        kernels::reduceCopy(spec, sum, dst, acc, src[static_cast<size_t>(n - 1)], mineLen,
+                            kernels::kApplyPost | outFlags);
+      }
     }
     for (int k = 0; k < n; ++k)
       if (k != rank) board->done(k, inEpoch);
@@ -135,7 +152,9 @@ chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& p
   if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
     return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(comm->nranks));
   noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
-  return allGatherBoardSteps(comm, a, plan, p);
+  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes,
+                           a.sendbuf == static_cast<char*>(a.recvbuf) + blockBytes * comm->rank,
+                           allGatherBoardSteps);
 }
 
 chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
@@ -143,7 +162,8 @@ chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& p
   if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
     return planCannotRun(comm, a, plan, a.count * p.elemSize());
   noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
-  return allReduceBoardSteps(comm, a, plan, p);
+  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllReduce, a.count * p.elemSize(),
+                           a.sendbuf == a.recvbuf, allReduceBoardSteps);
 }
 
 }  // namespace chorus

@@ -38,6 +38,7 @@ class Prims {
   /// cache (src/tuning/slot_stores.h: faster where the two cores are far apart; the ring
   /// all-reduce, the ring all-gather and all-to-all choose per call: runWithSlotStores).
   void setSlotStreaming(bool on) { slotStreaming_ = on; }
+  bool slotStreaming() const { return slotStreaming_; }
   /// Write the caller's buffers (recv(), recvReduceCopy() and the other copies out of a
   /// slot) with streaming stores or not, from here on (the constructor's `streaming`).
   void setStreaming(bool on) { streaming_ = on; }
