@@ -7,8 +7,10 @@
 // never a chain of forwards; with ranks crowding their CPUs (np 4 on 2 CPUs) the ring's
 // n - 1 hand-offs per piece each waited for one particular rank to be scheduled
 // (docs/PERF.md#perf-board). Bytes copied per rank: its piece once in, the n - 1
-// peers' pieces out; the ring copies 2(n - 1) times per rank (slot in, slot out). The piece
-// goes to the board the way the slot-store chooser says (below).
+// peers' pieces out; the ring copies 2(n - 1) times per rank (slot in, slot out). Written
+// with ordinary stores: streaming ones, chosen per call as for the all-reduce's shares
+// below, cost the all-gather 14-30% at 64 KiB-1 MiB where the vCPUs share an L3 (the
+// chooser's trial calls; docs/PERF.md#perf-board-far).
 //
 // All-reduce, piece by piece (a piece: up to a board buffer of the whole vector): every rank
 // writes its piece to its board (pre-multiplied where the op says so) and posts it; rank r
@@ -52,7 +54,7 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     int waited = -1;
     chorusResult_t r = board->beginWrite(epoch, w, &waited);
     if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
-    kernels::copy(board->own(epoch), in + off, bytes, p.slotStreaming());
+    std::memcpy(board->own(epoch), in + off, bytes);
     board->post(epoch);
     // This rank's own block while the peers take the piece (in place: already there).
     if (mine != in) std::memcpy(mine + off, in + off, bytes);
@@ -152,9 +154,7 @@ chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& p
   if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
     return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(comm->nranks));
   noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
-  return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes,
-                           a.sendbuf == static_cast<char*>(a.recvbuf) + blockBytes * comm->rank,
-                           allGatherBoardSteps);
+  return allGatherBoardSteps(comm, a, plan, p);
 }
 
 chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
