@@ -25,7 +25,7 @@
 // than from this core's cache, one line at a time across the dies; where the vCPUs share an
 // L3 it is the other way round (docs/PERF.md#perf-board-far). The inputs are always written
 // with ordinary stores: each share of an input is read by one rank alone, and streaming
-// stores made it slower in both placements.
+// stores made it slower even with the vCPUs apart.
 #include <algorithm>
 #include <cstring>
 #include <vector>

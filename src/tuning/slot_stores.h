@@ -28,7 +28,10 @@ inline const char* slotStoresName(SlotStores s) {
 using SlotStoreChooser = TwoWayChooser<SlotStores>;
 
 /// The collectives whose shared-memory FIFO paths choose their slot stores per call, each
-/// with a chooser of its own (their times and their best ways differ).
+/// with a chooser of its own (their times and their best ways differ). AllReduce also
+/// serves the all-reduce on the shared boards, for the reduced shares every peer reads
+/// (src/algorithms/board.cc; a chooser keeps its timings per size, and a size runs on one
+/// schedule or the other).
 enum class SlotStoreUse : uint8_t { AllReduce = 0, AllGather = 1, AllToAll = 2 };
 
 using SlotStoreChoosers = TwoWayChoosers<SlotStores, SlotStoreUse, 3>;
