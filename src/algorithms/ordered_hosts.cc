@@ -61,8 +61,10 @@ bool hostsInRankOrder(const HostOrder& o) {
 // piece k + 2 (H-1-h) up before it waits for piece k coming down, so the same argument
 // rules out a cycle of waits. `all` holds this host's pre-multiplied inputs at their
 // HostOrder positions; the leader's output piece holds the partial until it was sent up.
+template <typename GatherTo, typename HandTo>
 chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                           const HostOrder& o, int me, const char* all) {
+                           const HostOrder& o, int me, const char* all, GatherTo gatherTo,
+                           HandTo handTo) {
   const std::vector<int>& leaders = comm->hostLeaders;
   const int hosts = static_cast<int>(leaders.size()), n = comm->nranks;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
@@ -73,8 +75,10 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
   const int next = me < hosts - 1 ? leaders[static_cast<size_t>(me + 1)] : -1;
   const int lo = o.first[static_cast<size_t>(me)], hi = o.first[static_cast<size_t>(me) + 1];
   char* out = static_cast<char*>(a.recvbuf);
+  size_t done = 0;  // bytes of the result this leader holds
   auto up = [&](size_t k) -> chorusResult_t {
     const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    CHORUS_CHECK(gatherTo(off + cnt * elem));
     char* d = out + off;
     int r = lo;
     if (me == 0) {
@@ -86,18 +90,23 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
     for (++r; r < hi; ++r)
       kernels::reduce(a.spec, d, d, all + static_cast<size_t>(r) * bytes + off, cnt,
                       r == n - 1 ? kApplyPost : 0u);
+    if (next < 0) done = off + cnt * elem;
     return p.send(next >= 0 ? next : prev, d, cnt, false);
   };
   auto down = [&](size_t k) -> chorusResult_t {
     const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    done = off + cnt * elem;
     if (me == 0) return p.recv(next, out + off, cnt);
     return p.recvCopySend(next, prev, out + off, cnt);
   };
   for (size_t s = 0; s < pieces + lag; ++s) {
     if (s < pieces) CHORUS_CHECK(up(s));
     if (me < hosts - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
+    // The host's other ranks get each piece of the sum as it comes, once they have handed
+    // over all their input (before, a mate may still be waiting for room to send it).
+    if (s + 1 >= pieces) CHORUS_CHECK(handTo(done));
   }
-  return chorusSuccess;
+  return handTo(bytes);
 }
 
 }  // namespace
@@ -132,26 +141,50 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   const int hosts = static_cast<int>(leaders.size());
   int me = 0;
   while (leaders[static_cast<size_t>(me)] != rank) ++me;
+  const bool inOrder = hosts > 1 && hostsInRankOrder(o);
   // Every rank's input, host by host: a host's inputs are one contiguous message.
   char* all =
       static_cast<char*>(comm->scratch.get(comm->scratch.b, bytes * static_cast<size_t>(n)));
   auto at = [&](int position) { return all + static_cast<size_t>(position) * bytes; };
   auto hostBytes = [&](int h) {
+    if (inOrder && h == 0) return bytes;  // host 0's partial sum
     return static_cast<size_t>(o.first[static_cast<size_t>(h) + 1] -
                                o.first[static_cast<size_t>(h)]) *
            bytes;
   };
   kernels::reduce(spec, at(o.pos[static_cast<size_t>(rank)]), nullptr, a.sendbuf, a.count,
                   kApplyPre);
-  for (size_t i = 1; i < mates.size(); ++i) {
-    char* d = at(o.pos[static_cast<size_t>(mates[i])]);
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.recvLL(mates[i], d + off, std::min(piece, bytes - off)));
+  // The mates' inputs into `all`, up to byte `end` of each (LL pieces, in order).
+  std::vector<size_t> got(mates.size(), 0);
+  auto gatherTo = [&](size_t end) -> chorusResult_t {
+    for (size_t i = 1; i < mates.size(); ++i) {
+      char* d = at(o.pos[static_cast<size_t>(mates[i])]);
+      while (got[i] < end) {
+        const size_t len = std::min(piece, bytes - got[i]);
+        CHORUS_CHECK(p.recvLL(mates[i], d + got[i], len));
+        got[i] += len;
+      }
+    }
+    return chorusSuccess;
+  };
+  if (plan.chain && inOrder) {
+    // The result to the mates, in the LL pieces they wait for, up to byte `end` as it comes.
+    size_t handed = 0;
+    const char* result = static_cast<const char*>(a.recvbuf);
+    auto handTo = [&](size_t end) -> chorusResult_t {
+      while (handed < end && (end - handed >= piece || end == bytes)) {
+        const size_t len = std::min(piece, bytes - handed);
+        for (size_t i = 1; i < mates.size(); ++i)
+          CHORUS_CHECK(p.sendLL(mates[i], result + handed, len));
+        handed += len;
+      }
+      return chorusSuccess;
+    };
+    return leaderChain(comm, a, plan, p, o, me, all, gatherTo, handTo);
   }
-  if (plan.chain && hosts > 1 && hostsInRankOrder(o)) {
-    CHORUS_CHECK(leaderChain(comm, a, plan, p, o, me, all));
-    return leaderHandsBack(comm, p, static_cast<const char*>(a.recvbuf), bytes, piece);
-  }
+  CHORUS_CHECK(gatherTo(bytes));
+  if (inOrder && me == 0)  // host 0's partial sum, in rank order, into position 0
+    for (int r = 1; r < o.first[1]; ++r) kernels::reduce(spec, at(0), at(0), at(r), a.count, 0u);
   const char* mine = at(o.first[static_cast<size_t>(me)]);
   const size_t myBytes = hostBytes(me);
   bool fits = true;
@@ -176,10 +209,12 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   }
   // The one loop that adds, the same on every leader: rank order.
   char* out = static_cast<char*>(a.recvbuf);
-  for (int r = 0; r < n; ++r) {
+  // (In rank order, position 0 holds host 0's partial sum, the first o.first[1] operands.)
+  for (int r = inOrder ? o.first[1] : 0; r < n; ++r) {
     const char* src = at(o.pos[static_cast<size_t>(r)]);
     const unsigned post = r == n - 1 ? kApplyPost : 0u;
-    kernels::reduce(spec, out, r == 0 ? nullptr : out, src, a.count, post);
+    const char* acc = r == 0 ? nullptr : inOrder && r == o.first[1] ? at(0) : out;
+    kernels::reduce(spec, out, acc, src, a.count, post);
   }
   return leaderHandsBack(comm, p, out, bytes, piece);
 }
