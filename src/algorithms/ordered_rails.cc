@@ -90,43 +90,46 @@ chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const 
     if (cnt == 0) return chorusSuccess;
     const char* x = in + o * elem;
     char* t = acc + (o - rails.off(j, 0)) * elem;
-    char* last = next >= 0 ? t : out + o * elem;  // where the final operation writes
+    // Where the sum so far goes: on the last host the output piece, once no operand still
+    // to be read lives there (out of place, or this rank's input read); else scratch.
+    char* mine = out + o * elem;
+    bool ownRead = a.sendbuf != a.recvbuf;
+    auto dest = [&](bool fin) { return next >= 0 ? t : fin || ownRead ? mine : t; };
+    char* sum = nullptr;  // where the sum so far is (null: the first operand is not read)
     // The operands in order: the partial sum from the host before, then this host's ranks.
-    // `have`: whether t holds the sum so far (else the first operand is still to be read).
-    bool have = false;
-    int pending = -2;  // a first operand not yet read: -1 own input, >= 0 that peer's slot
-    if (prev >= 0) pending = prev;
+    int pending = prev >= 0 ? prev : -2;  // the first operand, unread: -1 own input, or a peer
     for (int r = first; r < first + k; ++r) {
       const bool fin = r == first + k - 1;
       const bool post = fin && next < 0;
-      char* d = fin ? last : t;
       const int operand = r == rank ? -1 : r;
-      if (!have && pending == -2) {
+      if (sum == nullptr && pending == -2) {
         pending = operand;
         continue;
       }
-      if (!have) {
-        // The first two operands at once; both a peer's: the first into t, then as below.
-        if (pending >= 0 && operand >= 0) {
-          CHORUS_CHECK(p.recv(pending, t, cnt));
-          have = true;
-        } else {
+      if (sum == nullptr) {
+        if (pending >= 0 && operand >= 0) {  // both a peer's: the first into place, then on
+          sum = dest(false);
+          CHORUS_CHECK(p.recv(pending, sum, cnt));
+        } else {  // a peer's and this rank's at once
           const int peer = pending >= 0 ? pending : operand;
-          if (fin && next >= 0) {
-            CHORUS_CHECK(p.recvReduceSend(peer, next, x, cnt, true));
-            return chorusSuccess;
-          }
-          CHORUS_CHECK(p.recvReduceCopy(peer, x, d, cnt, post, true));
-          have = true;
+          if (fin && next >= 0) return p.recvReduceSend(peer, next, x, cnt, true);
+          ownRead = true;
+          sum = dest(fin);
+          CHORUS_CHECK(p.recvReduceCopy(peer, x, sum, cnt, post, true));
           continue;
         }
       }
       if (operand >= 0) {
-        if (fin && next >= 0) return p.recvReduceSend(operand, next, t, cnt, false);
-        CHORUS_CHECK(p.recvReduceCopy(operand, t, d, cnt, post, false));
+        if (fin && next >= 0) return p.recvReduceSend(operand, next, sum, cnt, false);
+        char* d = dest(fin);
+        CHORUS_CHECK(p.recvReduceCopy(operand, sum, d, cnt, post, false));
+        sum = d;
       } else {
-        kernels::reduce(a.spec, d, t, x, cnt, kApplyPre | (post ? kApplyPost : 0u));
-        if (fin && next >= 0) return p.send(next, t, cnt, false);
+        ownRead = true;
+        char* d = dest(fin);
+        kernels::reduce(a.spec, d, sum, x, cnt, kApplyPre | (post ? kApplyPost : 0u));
+        sum = d;
+        if (fin && next >= 0) return p.send(next, sum, cnt, false);
       }
     }
     return chorusSuccess;
