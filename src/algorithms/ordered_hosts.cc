@@ -118,14 +118,19 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
 // adds all n inputs in rank order: the same operands in the same order on every leader, so
 // the same bits; it hands the sum back to its host's ranks (copies). The previous plan (all
 // to rank 0, the sum back) crossed twice: 2.0-2.6x the default at 8 B-16 KiB on 2 hosts x 2.
+// Where the hosts hold contiguous runs of ranks, host 0's ranks are the first operands of
+// every leader's loop: its leader adds them once and sends that partial sum instead (host
+// 0's link carries the call once, not once per rank: 1.05-1.5x the default up to 32 KiB on
+// 2 hosts x 2, where the raw inputs cost 1.2-2.0x; docs/PERF.md "The host leaders' rails").
 // The leaders' exchange cannot deadlock: a leader whose message fits every link's buffer
 // (llBufferedBytes) sends it to all before receiving; one whose message does not sends when
 // its turn comes in the receive order, leader 0 first, so by induction on the turn every
 // message a leader waits for is sent or being drained.
-// With plan.chain (orderedPlan: above 16 KiB), where the hosts hold contiguous runs of ranks,
-// the leaders chain partial sums instead (leaderChain): the swap's message is the host's
-// inputs, ranks-per-host times the call, and from there its bytes cost more than a second
-// crossing does. Hosts interleaved in rank order keep the swap at every size.
+// With plan.chain (orderedPlan: at 64 KiB), where the hosts hold contiguous runs of ranks,
+// the leaders chain partial sums instead (leaderChain): the swap's messages from hosts after
+// the first are their hosts' inputs, ranks-per-host times the call, and from there their
+// bytes cost more than a second crossing does. Hosts interleaved in rank order keep the swap
+// at every size.
 chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                        Prims& p) {
   noteRan(comm, Algo::Direct, Proto::LL);
@@ -219,8 +224,9 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   return leaderHandsBack(comm, p, out, bytes, piece);
 }
 
-// Above that, a chain in rank order: rank r adds its pre-multiplied input to the partial sum
-// of ranks 0 .. r-1 that rank r-1 sends and passes it on, so rank n-1 ends with
+// Above that, where the hosts' runs of ranks are not contiguous and equal (else the leaders'
+// rails, ordered_rails.cc), a chain in rank order: rank r adds its pre-multiplied input to the
+// partial sum of ranks 0 .. r-1 that rank r-1 sends and passes it on, so rank n-1 ends with
 // ((x0 OP x1) OP ...) OP x(n-1), which goes back down the chain, n-1 -> ... -> 0, by copies.
 // The ranks of a host are contiguous in the usual layouts, so the partial crosses each link
 // between hosts once a direction, where the direct exchange sends every block to every
