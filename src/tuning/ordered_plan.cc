@@ -24,9 +24,10 @@ constexpr size_t kOrderedRoundBytes = 256 << 10;
 // Largest all-reduce across hosts that goes through the host leaders (orderedPlan); above it
 // the leaders' k chains side by side where the hosts hold equal, contiguous runs of ranks
 // (orderedAllReduceRails), else the chain in rank order. On 2 hosts x 2 ranks (docs/PERF.md
-// "The host leaders' rails"): the rails 0.9-1.1x the default at 128 KiB-4 MiB, where the
-// rank chain paid 1.1-1.3x; at 32-64 KiB the rails paid 1.3-3x (every rank waits on tcp,
-// four messages where the leaders send two).
+// "The host leaders' rails"): the rails 0.75-1.2x the default at 256 KiB-128 MiB and
+// 1.0-1.4x at 128 KiB, where the rank chain paid up to 1.8x (512 KiB-2 MiB) and the leaders'
+// chain 1.4-1.75x at 96-256 KiB; at 32-64 KiB the rails paid 1.3-3x (every rank waits on
+// tcp, four messages where the leaders send two).
 constexpr size_t kOrderedLeadersMaxBytes = 64 << 10;
 
 // Smallest all-reduce across hosts whose leaders chain partial sums in pieces of half the
