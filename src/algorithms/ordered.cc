@@ -20,6 +20,7 @@
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/ordered_hosts.h"
+#include "src/algorithms/ordered_rails.h"
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
 
@@ -235,7 +236,11 @@ chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& 
   switch (a.coll) {
     case Coll::AllReduce:
       if (plan.viaLeaders) return orderedAllReduceLeaders(comm, a, plan, p);  // ordered_hosts.cc
-      if (plan.chain) return orderedAllReduceChain(comm, a, plan, p);
+      if (plan.chain) {
+        if (const int k = orderedRailsWidth(comm))
+          return orderedAllReduceRails(comm, a, plan, p, k);  // ordered_rails.cc
+        return orderedAllReduceChain(comm, a, plan, p);
+      }
       if (!ll) {
         noteRan(comm, Algo::Direct, Proto::Simple);
         return orderedAllReduce(comm, a, plan, p);

@@ -61,8 +61,10 @@ bool hostsInRankOrder(const HostOrder& o) {
 // piece k + 2 (H-1-h) up before it waits for piece k coming down, so the same argument
 // rules out a cycle of waits. `all` holds this host's pre-multiplied inputs at their
 // HostOrder positions; the leader's output piece holds the partial until it was sent up.
+template <typename GatherTo, typename HandTo>
 chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                           const HostOrder& o, int me, const char* all) {
+                           const HostOrder& o, int me, const char* all, GatherTo gatherTo,
+                           HandTo handTo) {
   const std::vector<int>& leaders = comm->hostLeaders;
   const int hosts = static_cast<int>(leaders.size()), n = comm->nranks;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
@@ -73,8 +75,10 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
   const int next = me < hosts - 1 ? leaders[static_cast<size_t>(me + 1)] : -1;
   const int lo = o.first[static_cast<size_t>(me)], hi = o.first[static_cast<size_t>(me) + 1];
   char* out = static_cast<char*>(a.recvbuf);
+  size_t done = 0;  // bytes of the result this leader holds
   auto up = [&](size_t k) -> chorusResult_t {
     const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    CHORUS_CHECK(gatherTo(off + cnt * elem));
     char* d = out + off;
     int r = lo;
     if (me == 0) {
@@ -86,18 +90,23 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
     for (++r; r < hi; ++r)
       kernels::reduce(a.spec, d, d, all + static_cast<size_t>(r) * bytes + off, cnt,
                       r == n - 1 ? kApplyPost : 0u);
+    if (next < 0) done = off + cnt * elem;
     return p.send(next >= 0 ? next : prev, d, cnt, false);
   };
   auto down = [&](size_t k) -> chorusResult_t {
     const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    done = off + cnt * elem;
     if (me == 0) return p.recv(next, out + off, cnt);
     return p.recvCopySend(next, prev, out + off, cnt);
   };
   for (size_t s = 0; s < pieces + lag; ++s) {
     if (s < pieces) CHORUS_CHECK(up(s));
     if (me < hosts - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
+    // The host's other ranks get each piece of the sum as it comes, once they have handed
+    // over all their input (before, a mate may still be waiting for room to send it).
+    if (s + 1 >= pieces) CHORUS_CHECK(handTo(done));
   }
-  return chorusSuccess;
+  return handTo(bytes);
 }
 
 }  // namespace
@@ -109,14 +118,19 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
 // adds all n inputs in rank order: the same operands in the same order on every leader, so
 // the same bits; it hands the sum back to its host's ranks (copies). The previous plan (all
 // to rank 0, the sum back) crossed twice: 2.0-2.6x the default at 8 B-16 KiB on 2 hosts x 2.
+// Where the hosts hold contiguous runs of ranks, host 0's ranks are the first operands of
+// every leader's loop: its leader adds them once and sends that partial sum instead (host
+// 0's link carries the call once, not once per rank: 1.05-1.5x the default up to 32 KiB on
+// 2 hosts x 2, where the raw inputs cost 1.2-2.0x; docs/PERF.md "The host leaders' rails").
 // The leaders' exchange cannot deadlock: a leader whose message fits every link's buffer
 // (llBufferedBytes) sends it to all before receiving; one whose message does not sends when
 // its turn comes in the receive order, leader 0 first, so by induction on the turn every
 // message a leader waits for is sent or being drained.
-// With plan.chain (orderedPlan: above 16 KiB), where the hosts hold contiguous runs of ranks,
-// the leaders chain partial sums instead (leaderChain): the swap's message is the host's
-// inputs, ranks-per-host times the call, and from there its bytes cost more than a second
-// crossing does. Hosts interleaved in rank order keep the swap at every size.
+// With plan.chain (orderedPlan: at 64 KiB), where the hosts hold contiguous runs of ranks,
+// the leaders chain partial sums instead (leaderChain): the swap's messages from hosts after
+// the first are their hosts' inputs, ranks-per-host times the call, and from there their
+// bytes cost more than a second crossing does. Hosts interleaved in rank order keep the swap
+// at every size.
 chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                        Prims& p) {
   noteRan(comm, Algo::Direct, Proto::LL);
@@ -132,26 +146,50 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   const int hosts = static_cast<int>(leaders.size());
   int me = 0;
   while (leaders[static_cast<size_t>(me)] != rank) ++me;
+  const bool inOrder = hosts > 1 && hostsInRankOrder(o);
   // Every rank's input, host by host: a host's inputs are one contiguous message.
   char* all =
       static_cast<char*>(comm->scratch.get(comm->scratch.b, bytes * static_cast<size_t>(n)));
   auto at = [&](int position) { return all + static_cast<size_t>(position) * bytes; };
   auto hostBytes = [&](int h) {
+    if (inOrder && h == 0) return bytes;  // host 0's partial sum
     return static_cast<size_t>(o.first[static_cast<size_t>(h) + 1] -
                                o.first[static_cast<size_t>(h)]) *
            bytes;
   };
   kernels::reduce(spec, at(o.pos[static_cast<size_t>(rank)]), nullptr, a.sendbuf, a.count,
                   kApplyPre);
-  for (size_t i = 1; i < mates.size(); ++i) {
-    char* d = at(o.pos[static_cast<size_t>(mates[i])]);
-    for (size_t off = 0; off < bytes; off += piece)
-      CHORUS_CHECK(p.recvLL(mates[i], d + off, std::min(piece, bytes - off)));
+  // The mates' inputs into `all`, up to byte `end` of each (LL pieces, in order).
+  std::vector<size_t> got(mates.size(), 0);
+  auto gatherTo = [&](size_t end) -> chorusResult_t {
+    for (size_t i = 1; i < mates.size(); ++i) {
+      char* d = at(o.pos[static_cast<size_t>(mates[i])]);
+      while (got[i] < end) {
+        const size_t len = std::min(piece, bytes - got[i]);
+        CHORUS_CHECK(p.recvLL(mates[i], d + got[i], len));
+        got[i] += len;
+      }
+    }
+    return chorusSuccess;
+  };
+  if (plan.chain && inOrder) {
+    // The result to the mates, in the LL pieces they wait for, up to byte `end` as it comes.
+    size_t handed = 0;
+    const char* result = static_cast<const char*>(a.recvbuf);
+    auto handTo = [&](size_t end) -> chorusResult_t {
+      while (handed < end && (end - handed >= piece || end == bytes)) {
+        const size_t len = std::min(piece, bytes - handed);
+        for (size_t i = 1; i < mates.size(); ++i)
+          CHORUS_CHECK(p.sendLL(mates[i], result + handed, len));
+        handed += len;
+      }
+      return chorusSuccess;
+    };
+    return leaderChain(comm, a, plan, p, o, me, all, gatherTo, handTo);
   }
-  if (plan.chain && hosts > 1 && hostsInRankOrder(o)) {
-    CHORUS_CHECK(leaderChain(comm, a, plan, p, o, me, all));
-    return leaderHandsBack(comm, p, static_cast<const char*>(a.recvbuf), bytes, piece);
-  }
+  CHORUS_CHECK(gatherTo(bytes));
+  if (inOrder && me == 0)  // host 0's partial sum, in rank order, into position 0
+    for (int r = 1; r < o.first[1]; ++r) kernels::reduce(spec, at(0), at(0), at(r), a.count, 0u);
   const char* mine = at(o.first[static_cast<size_t>(me)]);
   const size_t myBytes = hostBytes(me);
   bool fits = true;
@@ -176,16 +214,19 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   }
   // The one loop that adds, the same on every leader: rank order.
   char* out = static_cast<char*>(a.recvbuf);
-  for (int r = 0; r < n; ++r) {
+  // (In rank order, position 0 holds host 0's partial sum, the first o.first[1] operands.)
+  for (int r = inOrder ? o.first[1] : 0; r < n; ++r) {
     const char* src = at(o.pos[static_cast<size_t>(r)]);
     const unsigned post = r == n - 1 ? kApplyPost : 0u;
-    kernels::reduce(spec, out, r == 0 ? nullptr : out, src, a.count, post);
+    const char* acc = r == 0 ? nullptr : inOrder && r == o.first[1] ? at(0) : out;
+    kernels::reduce(spec, out, acc, src, a.count, post);
   }
   return leaderHandsBack(comm, p, out, bytes, piece);
 }
 
-// Above that, a chain in rank order: rank r adds its pre-multiplied input to the partial sum
-// of ranks 0 .. r-1 that rank r-1 sends and passes it on, so rank n-1 ends with
+// Above that, where the hosts' runs of ranks are not contiguous and equal (else the leaders'
+// rails, ordered_rails.cc), a chain in rank order: rank r adds its pre-multiplied input to the
+// partial sum of ranks 0 .. r-1 that rank r-1 sends and passes it on, so rank n-1 ends with
 // ((x0 OP x1) OP ...) OP x(n-1), which goes back down the chain, n-1 -> ... -> 0, by copies.
 // The ranks of a host are contiguous in the usual layouts, so the partial crosses each link
 // between hosts once a direction, where the direct exchange sends every block to every

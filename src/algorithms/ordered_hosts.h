@@ -10,12 +10,13 @@ class Prims;
 
 /// Small and medium calls: every rank's input to its host's leader, the leaders swap their
 /// hosts' raw inputs, every leader adds all n in rank order, and hands the sum back.
-/// With plan.chain, where the hosts hold contiguous runs of ranks, the leaders chain partial
-/// sums instead of swapping raw inputs.
+/// Where the hosts hold contiguous runs of ranks, host 0's leader sends its host's partial
+/// sum instead of its ranks' inputs; with plan.chain there, the leaders chain partial sums.
 chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                        Prims& p);
 
-/// Larger calls: partial sums up a chain in rank order, the sum back down, overlapped.
+/// Larger calls where the leaders' rails do not fit the layout (orderedRailsWidth): partial
+/// sums up a chain in rank order, the sum back down, overlapped.
 chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                      Prims& p);
 

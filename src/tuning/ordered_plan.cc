@@ -21,19 +21,25 @@ bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 // Xeons): room left for the FIFO slots the pieces come through.
 constexpr size_t kOrderedRoundBytes = 256 << 10;
 
-// Largest all-reduce across hosts that goes through the host leaders (orderedPlan). On 2
-// hosts x 2 ranks (docs/PERF.md "Reproducible mode: the cost"): 1.1-1.4x the default up to
-// 16 KiB and 1.3-1.6x at 64-256 KiB, where the chain paid 2-3.6x at 64 KiB and 1.4-1.5x
-// at 128-256 KiB (it was 2-3.4x at 32-128 KiB before its phases overlapped).
+// Largest all-reduce across hosts that goes through the host leaders (orderedPlan); above it
+// the leaders' k chains side by side where the hosts hold equal, contiguous runs of ranks
+// (orderedAllReduceRails), else the chain in rank order. On 2 hosts x 2 ranks (docs/PERF.md
+// "The host leaders' rails"): the rails 0.75-1.2x the default at 256 KiB-128 MiB and
+// 1.0-1.4x at 128 KiB, where the rank chain paid up to 1.8x (512 KiB-2 MiB) and the leaders'
+// chain 1.4-1.75x at 96-256 KiB; at 32-64 KiB the rails paid 1.3-3x (every rank waits on
+// tcp, four messages where the leaders send two).
 constexpr size_t kOrderedLeadersMaxBytes = 64 << 10;
 
-// Largest all-reduce across hosts whose leaders swap their hosts' raw inputs; above it (up
-// to kOrderedLeadersMaxBytes) they chain partial sums in pieces of half the call, where the
-// hosts hold contiguous runs of ranks (orderedAllReduceLeaders). The swap crosses each link
-// once, at the latency of one message, but carries every rank of the host; the chain carries
-// the call once a direction but crosses twice, the second crossing overlapped with the first
-// by the pieces. Up to 16 KiB the crossing's latency is the cost, from 32 KiB the bytes.
-constexpr size_t kOrderedLeadersSwapMaxBytes = 16 << 10;
+// Smallest all-reduce across hosts whose leaders chain partial sums in pieces of half the
+// call, where the hosts hold contiguous runs of ranks (orderedAllReduceLeaders); below it
+// they swap: host 0's leader sends its host's rank-order partial sum, the others their
+// hosts' raw inputs. The swap crosses each link once, at the latency of one message, but
+// carries every rank of the host (but host 0's); the chain carries the call once a
+// direction but crosses twice, the second crossing overlapped with the first by the pieces.
+// Measured on 2 hosts x 2 ranks (docs/PERF.md "The host leaders' rails"): at 32-56 KiB the
+// swap 1.2-1.5x the default, the chain 1.4-2.8x; at 64 KiB the chain 1.0-1.3x, the swap
+// 1.0-1.6x (there the default, and the swap, slow down by half again).
+constexpr size_t kOrderedLeadersChainMinBytes = 64 << 10;
 // The leaders' chain goes in pieces of half the call, at least this: smaller pieces cost
 // more over tcp than their overlap gives back (2 hosts x 2 ranks, docs/PERF.md "The host
 // leaders' chain": at 32 KiB 1.3-1.4x the default in one piece, 1.7-1.8x in halves, 3.4-4.5x
@@ -84,14 +90,17 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     // Where shared memory does not join every pair (several hosts, or tcp forced), the
     // direct exchange sends every rank's blocks to every remote peer (1.4-4.3x the default
     // over tcp, 2 hosts x 2 ranks). Small calls go through the host leaders, who swap their
-    // hosts' raw inputs (one crossing of each link each way, as the default's leaders'
-    // doubling) and each add all n in rank order, or, above kOrderedLeadersSwapMaxBytes,
-    // chain their hosts' partial sums (up to kOrderedLeadersMaxBytes); larger ones a chain
-    // in rank order, which carries each link's partial sum once a direction, both directions
-    // overlapped, in pieces of half the call (at least 16 KiB, at most a slot). Smaller
-    // pieces cost more than their overlap gives back over tcp here: with an eighth, 1.7-1.9x
-    // the default at 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a 32nd, 2.1-3.2x at
-    // 256 KiB-1 MiB.
+    // hosts' inputs (host 0's as its partial sum where the hosts hold contiguous runs of
+    // ranks: one crossing of each link each way, as the default's leaders' doubling) and
+    // each add them in rank order, or, from kOrderedLeadersChainMinBytes, chain their hosts'
+    // partial sums (up to kOrderedLeadersMaxBytes); larger ones the leaders' rails or a
+    // chain in rank order (orderedRun chooses by the layout), which carry each link's
+    // partial sums once a direction, both directions overlapped, in pieces of half the call
+    // (at least 16 KiB, at most a slot; the rails: at most a k-th of the call). Smaller
+    // pieces cost more than their overlap gives back over tcp here: the rank chain with an
+    // eighth, 1.7-1.9x the default at 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a
+    // 32nd, 2.1-3.2x at 256 KiB-1 MiB; the rails in halves or quarters of a k-th, 1.0-1.3x
+    // and 1.1-2.2x at 128 KiB-4 MiB where one piece per k-th was 0.9-1.1x.
     // Both chains: pieces of half the call, at least `minBytes`, at most a slot.
     auto halfTheCall = [&](size_t minBytes) {
       return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) &
@@ -100,7 +109,7 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes) {
       p->proto = Proto::LL;
       p->viaLeaders = true;
-      if (bytes > kOrderedLeadersSwapMaxBytes) {
+      if (bytes >= kOrderedLeadersChainMinBytes) {
         p->chain = true;  // the leaders' chain
         p->pieceBytes = halfTheCall(kOrderedLeadersPieceMinBytes);
       }

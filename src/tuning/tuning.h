@@ -48,8 +48,9 @@ struct Plan {
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
   bool board = false;     // direct/Simple on the shared boards (src/algorithms/board.cc)
   /// Reproducible all-reduce where shared memory does not join every pair (orderedPlan):
-  /// small calls through the host leaders, who swap raw inputs (viaLeaders), or chain partial
-  /// sums (viaLeaders and chain); larger ones a chain in rank order (chain).
+  /// small calls through the host leaders, who swap their inputs (viaLeaders), or chain
+  /// partial sums (viaLeaders and chain); larger ones the leaders' rails, or where the layout
+  /// does not fit them a chain in rank order (chain).
   bool viaLeaders = false;
   bool chain = false;
 };

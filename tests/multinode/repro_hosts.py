@@ -9,7 +9,9 @@ bfloat16 and float16 all-reduce, reduce and reduce-scatter on mixed-magnitude da
 chorusrun in these layouts:
   4 ranks: 1 host x 4 (h0:4, shm only), 2 hosts x 2 (h0:2,h1:2: shm inside a host, tcp
            between) and 4 hosts x 1 (every pair over tcp);
-  3 ranks: 1 host x 3 and 2 + 1 (h0:2,h1:1).
+  3 ranks: 1 host x 3 and 2 + 1 (h0:2,h1:1);
+  6 ranks: 3 hosts x 2 and 2 hosts x 3 (the leaders' rails with a middle host, and with
+           three rails).
 - CHORUS_REPRODUCIBLE=1: every run passes `--expect exact` (each result bit-identical to
   the rank-order reference computed locally) and every layout of a world size prints the
   same digest.
@@ -57,7 +59,7 @@ def check_run(c, per_host, reproducible, expect_mode):
 def inner(src, build):
     c = Cluster(src, build)
     expect(os.path.exists(c.exe(CHECK)), "%s is not built" % c.exe(CHECK))
-    layouts = {4: [[4], [2, 2], [1, 1, 1, 1]], 3: [[3], [2, 1]]}
+    layouts = {4: [[4], [2, 2], [1, 1, 1, 1]], 3: [[3], [2, 1]], 6: [[2, 2, 2], [3, 3]]}
     reference = {}
     for np_, shapes in layouts.items():
         digests = {}
