@@ -132,14 +132,16 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     case Coll::Gather:
     case Coll::Send:
     case Coll::Recv:
-      // One exchange per pair on the FIFOs (alltoall.cc). All-to-all on one host up to what
-      // an LL message carries sends every block in one LL message instead.
+      // One exchange per pair on the FIFOs (alltoall.cc). All-to-all, gather and scatter on
+      // one host up to what an LL message carries send every block in one LL message
+      // instead: its lines carry their own flags, so a small block reaches its rank in one
+      // cache-line transfer per line, where a slot needs the head line first, then the slot.
       p.algo = Algo::Direct;
       p.proto = Proto::Simple;
       p.pieceBytes = k.slotBytes;
       if (t == nullptr) break;
-      if (coll == Coll::AllToAll && k.allShm && bytes <= k.llBytes &&
-          inMask(t->protoMask, static_cast<int>(Proto::LL)))
+      if ((coll == Coll::AllToAll || coll == Coll::Gather || coll == Coll::Scatter) && k.allShm &&
+          bytes <= k.llBytes && inMask(t->protoMask, static_cast<int>(Proto::LL)))
         p.proto = Proto::LL;
       p.fallback = !inMask(t->algoMask, static_cast<int>(Algo::Direct)) ||
                    !inMask(t->protoMask, static_cast<int>(p.proto));
