@@ -1298,8 +1298,9 @@ static bool protoCannotRun(const std::string& p, const std::string& coll, size_t
   if (p == "ll") {
     if (coll == "barrier") return false;
     if (coll == "reduce") return true;
-    if (coll == "reduce_scatter" || coll == "all_to_all" || coll == "scatter" || coll == "gather")
+    if (coll == "reduce_scatter" || coll == "all_to_all" || coll == "gather")
       return bytes > ll || !allShm;
+    if (coll == "scatter") return bytes > std::min<size_t>(ll, 1024) || !allShm;
     return bytes > ll;
   }
   return false;

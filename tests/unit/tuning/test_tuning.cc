@@ -534,13 +534,17 @@ TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
     EXPECT_EQ(plan(kAll, 3, c, 512).proto, Proto::LL);
     EXPECT_EQ(plan(kAll, 3, c, 512).algo, Algo::Direct);
     EXPECT_EQ(plan(kAll, 3, c, 512).route, Route::Fifo);
-    EXPECT_FALSE(plan(kAll, LL, c, 4 * K).fallback);
-    EXPECT_EQ(plan(kAll, SIMPLE, c, 4 * K).proto, Proto::Simple);
-    EXPECT_FALSE(plan(kAll, SIMPLE, c, 4 * K).fallback);
-    EXPECT_EQ(plan(kAll, 3, c, 16 * K).proto, Proto::LL);
+    EXPECT_FALSE(plan(kAll, LL, c, 1 * K).fallback);
+    EXPECT_EQ(plan(kAll, SIMPLE, c, 1 * K).proto, Proto::Simple);
+    EXPECT_FALSE(plan(kAll, SIMPLE, c, 1 * K).fallback);
     EXPECT_EQ(plan(kAll, 3, c, 16 * K + 4).proto, Proto::Simple);
     EXPECT_TRUE(plan(kAll, LL, c, 64 * K).fallback);
   }
+  // Gather up to the LL threshold; scatter up to 1 KiB (measured slower on LL above).
+  EXPECT_EQ(plan(kAll, 3, Coll::Gather, 16 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, 3, Coll::Scatter, 1 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, 3, Coll::Scatter, 2 * K).proto, Proto::Simple);
+  EXPECT_TRUE(plan(kAll, LL, Coll::Scatter, 2 * K).fallback);
   // Single copy from CHORUS_SINGLE_COPY_THRESHOLD (all-reduce from 64 KiB), where direct on
   // slots is allowed; never for an in-place all-to-all.
   EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::SingleCopy);
