@@ -3,8 +3,8 @@
 // Pieces go straight to their destination. All-to-all runs n-1 rounds; in round k a rank
 // sends to rank+k and receives from rank-k, one piece each way at a time, so every FIFO
 // drains while it fills and no cycle of full FIFOs can form. Where the plan says LL (small
-// all-to-alls on one host) every block goes in one LL message instead (larger ones copy
-// once where the plan routes them so: single_copy.cc).
+// all-to-alls, gathers and scatters on one host) every block goes in one LL message instead (larger
+// ones copy once where the plan routes them so: single_copy.cc).
 #include <algorithm>
 #include <cstring>
 
@@ -14,10 +14,54 @@
 
 namespace chorus {
 
+namespace {
+
+// Small, one host (choosePlan): each block in one LL message between the root and its
+// rank. No acknowledgement per call: the sender waits for its receiver only when it is a
+// ring of LL buffers ahead (shm connection.cc), so a loop of calls streams.
+chorusResult_t scatterLL(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                         size_t blockBytes) {
+  const int n = comm->nranks, root = a.root;
+  if (blockBytes * static_cast<size_t>(n) > comm->tuning.llBytes)
+    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
+  noteRan(comm, Algo::Direct, Proto::LL);
+  if (comm->rank != root) return p.recvLL(root, a.recvbuf, blockBytes);
+  const char* in = static_cast<const char*>(a.sendbuf);
+  for (int k = 1; k < n; ++k) {
+    const int to = (root + k) % n;
+    CHORUS_CHECK(p.sendLL(to, in + static_cast<size_t>(to) * blockBytes, blockBytes));
+  }
+  const char* own = in + static_cast<size_t>(root) * blockBytes;
+  if (own != a.recvbuf) std::memmove(a.recvbuf, own, blockBytes);
+  return chorusSuccess;
+}
+
+chorusResult_t gatherLL(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                        size_t blockBytes) {
+  const int n = comm->nranks, root = a.root;
+  if (blockBytes * static_cast<size_t>(n) > comm->tuning.llBytes)
+    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
+  noteRan(comm, Algo::Direct, Proto::LL);
+  if (comm->rank != root) return p.sendLL(root, a.sendbuf, blockBytes);
+  char* out = static_cast<char*>(a.recvbuf);
+  char* own = out + static_cast<size_t>(root) * blockBytes;
+  // Our own block first (in place it is there already): the peers' messages are on their
+  // way meanwhile.
+  if (own != a.sendbuf) std::memmove(own, a.sendbuf, blockBytes);
+  for (int k = 1; k < n; ++k) {
+    const int from = (root + k) % n;
+    CHORUS_CHECK(p.recvLL(from, out + static_cast<size_t>(from) * blockBytes, blockBytes));
+  }
+  return chorusSuccess;
+}
+
+}  // namespace
+
 chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  if (plan.proto == Proto::LL) return scatterLL(comm, a, plan, p, blockBytes);
+  noteRan(comm, Algo::Direct, Proto::Simple);
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   if (rank != root) {
     char* out = static_cast<char*>(a.recvbuf);
@@ -39,9 +83,10 @@ chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan,
 }
 
 chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
+  if (plan.proto == Proto::LL) return gatherLL(comm, a, plan, p, blockBytes);
+  noteRan(comm, Algo::Direct, Proto::Simple);
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   if (rank != root) {
     const char* in = static_cast<const char*>(a.sendbuf);

@@ -15,6 +15,13 @@ namespace {
 // the default): 32-128 KiB 1.2-1.4x faster through CMA, 16 KiB 5-10% slower.
 constexpr size_t kAllReduceSingleCopyMin = 64 * 1024;
 
+// Scatter takes the LL path up to this many result bytes only. Measured (np 2, AMD EPYC,
+// medians of 5 interleaved rounds, docs/PERF.md#perf-eager-gather): LL 1.11-1.18x the FIFO's
+// speed at 512 B and 1.05-1.08x at 1 KiB, but 0.94-0.98x at 2-4 KiB, where each block is a
+// long LL message. Gather gained or held at every size up to the LL threshold (1.11-1.15x
+// at 4 KiB).
+constexpr size_t kScatterLLMax = 1024;
+
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
 // Whether the restriction the tables were built with lets a call run algorithm `a` on
@@ -132,13 +139,16 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     case Coll::Gather:
     case Coll::Send:
     case Coll::Recv:
-      // One exchange per pair on the FIFOs (alltoall.cc). All-to-all on one host up to what
-      // an LL message carries sends every block in one LL message instead.
+      // One exchange per pair on the FIFOs (alltoall.cc). All-to-all, gather and scatter on
+      // one host up to what an LL message carries send every block in one LL message
+      // instead: its lines carry their own flags, so a small block reaches its rank in one
+      // cache-line transfer per line, where a slot needs the head line first, then the slot.
       p.algo = Algo::Direct;
       p.proto = Proto::Simple;
       p.pieceBytes = k.slotBytes;
       if (t == nullptr) break;
-      if (coll == Coll::AllToAll && k.allShm && bytes <= k.llBytes &&
+      if ((coll == Coll::AllToAll || coll == Coll::Gather || coll == Coll::Scatter) && k.allShm &&
+          bytes <= (coll == Coll::Scatter ? std::min(k.llBytes, kScatterLLMax) : k.llBytes) &&
           inMask(t->protoMask, static_cast<int>(Proto::LL)))
         p.proto = Proto::LL;
       p.fallback = !inMask(t->algoMask, static_cast<int>(Algo::Direct)) ||

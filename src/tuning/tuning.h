@@ -300,9 +300,9 @@ struct PlanCall {
 ///  - fallback: CHORUS_ALGO / CHORUS_PROTO cannot run this call; this is the plan without
 ///    them (CHORUS_ALGO_STRICT=1 fails the call instead).
 /// Same-host rules that are not in the cost model live here too, each only where the
-/// restriction allows it (or where it is ignored anyway): reduce-scatter and all-to-all
-/// up to CHORUS_LL_THRESHOLD go direct on the LL path; all-to-all, gather and scatter
-/// otherwise run direct on the FIFOs.
+/// restriction allows it (or where it is ignored anyway): reduce-scatter, all-to-all and
+/// gather up to CHORUS_LL_THRESHOLD, and scatter up to the smaller of it and 1 KiB, go direct
+/// on the LL path; all-to-all, gather and scatter otherwise run direct on the FIFOs.
 Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                 const PlanCall& call = PlanCall{});
 

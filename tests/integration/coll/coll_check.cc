@@ -1297,8 +1297,10 @@ static bool protoCannotRun(const std::string& p, const std::string& coll, size_t
   if (p == "simple") return coll == "barrier";
   if (p == "ll") {
     if (coll == "barrier") return false;
-    if (coll == "reduce" || coll == "scatter" || coll == "gather") return true;
-    if (coll == "reduce_scatter" || coll == "all_to_all") return bytes > ll || !allShm;
+    if (coll == "reduce") return true;
+    if (coll == "reduce_scatter" || coll == "all_to_all" || coll == "gather")
+      return bytes > ll || !allShm;
+    if (coll == "scatter") return bytes > std::min<size_t>(ll, 1024) || !allShm;
     return bytes > ll;
   }
   return false;
@@ -1704,6 +1706,34 @@ bool runStreamCheck(chorusComm_t comm, std::string* err) {
     c.type = chorusInt32;
     c.count = 33;
     c.root = (n - 1) / 2;
+    add(c);
+    // Gathers and scatters of every protocol in one stream: one-line and multi-line LL
+    // messages (each block in one), a long LL one, and one past the LL threshold.
+    c = Case{};
+    c.coll = Coll::Gather;
+    c.type = chorusFloat32;
+    c.count = 1023;
+    c.inplace = true;
+    c.root = n - 1;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Scatter;
+    c.type = chorusInt64;
+    c.count = 1;
+    c.inplace = true;
+    c.root = 0;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Gather;
+    c.type = chorusUint8;
+    c.count = 65536 + 3;
+    c.root = 0;
+    add(c);
+    c = Case{};
+    c.coll = Coll::Scatter;
+    c.type = chorusFloat64;
+    c.count = 100;
+    c.root = n - 1;
     add(c);
     c = Case{};
     c.coll = Coll::SendRecv;

@@ -2,10 +2,13 @@
 """SIGKILL one of N ranks in the middle of a 64 MiB all-reduce loop; the others must fail.
 
 Usage: kill_rank.py --worker PATH [--np 4] [--victim 2] [--timeout-s 20] [--bytes B]
-                    [--registered]
+                    [--registered] [--coll gather|scatter] [--sleep-ms M]
 
 --registered: the ranks all-gather between chorusMemAlloc buffers registered on the
 communicator (the single-copy path, peers mapping each other's buffers) instead.
+--coll gather | scatter: the ranks gather or scatter B bytes to rank 0 instead (small ones
+on the LL path); --sleep-ms M: every rank pauses M ms after each call (a small call would
+otherwise finish the worker's loop before the kill).
 
 No launcher is involved (chorusrun would kill the whole job as soon as one rank dies by a
 signal, hiding what the library does): this script starts every rank itself with
@@ -146,12 +149,19 @@ def main():
     ap.add_argument("--timeout-s", type=int, default=20)
     ap.add_argument("--bytes", type=int, default=64 << 20)
     ap.add_argument("--registered", action="store_true")
+    ap.add_argument("--coll", choices=["gather", "scatter"])
+    ap.add_argument("--sleep-ms", type=int, default=0)
     a = ap.parse_args()
+    worker_args = ["--registered", "1"] if a.registered else []
+    if a.coll:
+        worker_args += ["--coll", a.coll]
+    if a.sleep_ms:
+        worker_args += ["--sleep-ms", str(a.sleep_ms)]
     addr = "127.0.0.1:%d" % free_port()
     try:
         took, lines, pids = run_kill([[]] * a.np, os.path.abspath(a.worker), addr, a.victim,
                                      a.timeout_s, a.bytes,
-                                     worker_args=["--registered", "1"] if a.registered else [])
+                                     worker_args=worker_args)
         for l in lines:
             log(l)
         log("every survivor returned an error; the last exited %.1f s after the kill "

@@ -1,7 +1,7 @@
 // kill_worker.cc — one rank of the "SIGKILL a rank mid all-reduce" test (kill_rank.py).
 //
 //   CHORUS_RANK=r CHORUS_WORLD_SIZE=n CHORUS_INIT=tcp://host:port kill_worker [--bytes B]
-//       [--iters N] [--sleep-ms M] [--registered 1]
+//       [--iters N] [--sleep-ms M] [--registered 1] [--coll gather|scatter]
 //
 // No launcher: the test starts every rank itself, so when it SIGKILLs one of them nothing
 // but the library can tell the others. Each rank initializes from the environment and runs
@@ -14,9 +14,13 @@
 // M ms after each), then prints "rank R: DONE"; 1 on a wrong result or a failed init.
 // --registered 1: an all-gather loop instead, between chorusMemAlloc buffers registered on
 // the communicator (B bytes of output; the same-host single-copy path).
+// --coll gather | scatter: a loop of gathers or scatters to rank 0 of B bytes of result
+// (small ones run on the LL path, each block in one message: the test that a dead sender or
+// receiver there fails the call, not hangs it), every block checked.
 #include <chorus.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +79,46 @@ int allGatherLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, 
   return 0;
 }
 
+// --coll gather | scatter: rank 0 is the root; block b holds b + 1 + iteration.
+int rootedLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, long sleepMs,
+               bool gather) {
+  const size_t count = std::max<size_t>(1, bytes / sizeof(float) / static_cast<size_t>(n));
+  std::vector<float> all(count * static_cast<size_t>(n)), mine(count);
+  for (long it = 0; it < iters; ++it) {
+    const float base = static_cast<float>(it % 1000);
+    std::fill(mine.begin(), mine.end(), gather ? base + static_cast<float>(rank + 1) : -1.0f);
+    for (int b = 0; b < n; ++b)
+      std::fill(all.begin() + static_cast<long>(b * count),
+                all.begin() + static_cast<long>((b + 1) * count),
+                gather ? -1.0f : base + static_cast<float>(b + 1));
+    const auto start = std::chrono::steady_clock::now();
+    chorusResult_t r =
+        gather ? chorusGather(mine.data(), all.data(), count, chorusFloat32, 0, comm, nullptr)
+               : chorusScatter(all.data(), mine.data(), count, chorusFloat32, 0, comm, nullptr);
+    if (r != chorusSuccess)
+      return failed(
+          comm, rank, r,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    bool ok = true;
+    if (!gather)
+      ok = mine.front() == base + static_cast<float>(rank + 1) && mine.back() == mine.front();
+    else if (rank == 0)
+      for (int b = 0; b < n; ++b)
+        ok = ok && all[b * count] == base + static_cast<float>(b + 1) &&
+             all[(b + 1) * count - 1] == base + static_cast<float>(b + 1);
+    if (!ok) {
+      std::printf("rank %d: WRONG at iter %ld\n", rank, it);
+      return 1;
+    }
+    std::printf("rank %d: iter %ld ok\n", rank, it);
+    std::fflush(stdout);
+    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+  }
+  chorusCommDestroy(comm);
+  std::printf("rank %d: DONE\n", rank);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +126,7 @@ int main(int argc, char** argv) {
   long iters = 100000;
   long sleepMs = 0;
   bool registered = false;
+  std::string coll;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--bytes"))
       bytes = std::strtoull(argv[i + 1], nullptr, 10);
@@ -91,9 +136,13 @@ int main(int argc, char** argv) {
       sleepMs = std::atol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--registered"))
       registered = std::atoi(argv[i + 1]) != 0;
+    else if (!std::strcmp(argv[i], "--coll") &&
+             (!std::strcmp(argv[i + 1], "gather") || !std::strcmp(argv[i + 1], "scatter")))
+      coll = argv[i + 1];
     else {
       std::fprintf(stderr,
-                   "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M] [--registered 1]\n");
+                   "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M] [--registered 1] "
+                   "[--coll gather|scatter]\n");
       return 2;
     }
   }
@@ -106,6 +155,7 @@ int main(int argc, char** argv) {
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &n);
   if (registered) return allGatherLoop(comm, rank, n, bytes, iters, sleepMs);
+  if (!coll.empty()) return rootedLoop(comm, rank, n, bytes, iters, sleepMs, coll == "gather");
   const size_t count = bytes / sizeof(float);
   std::vector<float> buf(count);
   for (long it = 0; it < iters; ++it) {

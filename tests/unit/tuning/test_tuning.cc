@@ -528,6 +528,23 @@ TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
   EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 64 * K).proto, Proto::Simple);
   EXPECT_TRUE(plan(kAll, LL, Coll::AllToAll, 64 * K).fallback);
   EXPECT_TRUE(plan(R, 3, Coll::AllToAll, 4 * K).fallback);
+  // Gather and scatter likewise: each block in one LL message up to the threshold, unless
+  // Simple is forced; Simple on the FIFOs above (with single copy from its threshold).
+  for (Coll c : {Coll::Gather, Coll::Scatter}) {
+    EXPECT_EQ(plan(kAll, 3, c, 512).proto, Proto::LL);
+    EXPECT_EQ(plan(kAll, 3, c, 512).algo, Algo::Direct);
+    EXPECT_EQ(plan(kAll, 3, c, 512).route, Route::Fifo);
+    EXPECT_FALSE(plan(kAll, LL, c, 1 * K).fallback);
+    EXPECT_EQ(plan(kAll, SIMPLE, c, 1 * K).proto, Proto::Simple);
+    EXPECT_FALSE(plan(kAll, SIMPLE, c, 1 * K).fallback);
+    EXPECT_EQ(plan(kAll, 3, c, 16 * K + 4).proto, Proto::Simple);
+    EXPECT_TRUE(plan(kAll, LL, c, 64 * K).fallback);
+  }
+  // Gather up to the LL threshold; scatter up to 1 KiB (measured slower on LL above).
+  EXPECT_EQ(plan(kAll, 3, Coll::Gather, 16 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, 3, Coll::Scatter, 1 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, 3, Coll::Scatter, 2 * K).proto, Proto::Simple);
+  EXPECT_TRUE(plan(kAll, LL, Coll::Scatter, 2 * K).fallback);
   // Single copy from CHORUS_SINGLE_COPY_THRESHOLD (all-reduce from 64 KiB), where direct on
   // slots is allowed; never for an in-place all-to-all.
   EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::SingleCopy);
@@ -548,6 +565,8 @@ TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
   k.allShm = false;  // not one host: none of the same-host rules
   EXPECT_EQ(plan(kAll, 3, Coll::ReduceScatter, 4 * K).algo, Algo::Ring);
   EXPECT_EQ(plan(kAll, 3, Coll::AllToAll, 4 * K).proto, Proto::Simple);
+  EXPECT_EQ(plan(kAll, 3, Coll::Gather, 512).proto, Proto::Simple);
+  EXPECT_EQ(plan(kAll, 3, Coll::Scatter, 512).proto, Proto::Simple);
   EXPECT_EQ(plan(kAll, 3, Coll::AllGather, 1 << 20).route, Route::Fifo);
 }
 
