@@ -227,10 +227,41 @@ struct LoopChunks {
 // peer reads them, so one free slot per direction is enough to make progress.
 // In place, block c of our input is sent before the result for block c overwrites it, and
 // block r is reduced in place element by element.
+// Two ranks: each sends its whole input, piece by piece, and reduces both into its output,
+// rank 0's input first on both ranks (the same operands in the same order: the same bits
+// everywhere, NaNs and min/max included). One hand-off per piece, where the ring's reduce-
+// scatter + all-gather waits for the peer's half, reduces, and waits again for the peer's
+// result: the bytes read from the peer are the same, the second cross-core wait is gone, and
+// each rank reduces the whole vector instead of half of it.
+static chorusResult_t allReduceTwoRanks(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                        Prims& p) {
+  const int peer = 1 - comm->rank;
+  const size_t elem = p.elemSize(), count = a.count;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
+  const char* mine = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  if (a.spec.preMul) {  // both operands pre-multiplied once, ours into scratch
+    char* t = static_cast<char*>(comm->scratch.get(comm->scratch.a, count * elem));
+    kernels::reduce(a.spec, t, nullptr, mine, count, kApplyPre);
+    mine = t;
+  }
+  for (size_t off = 0; off < count; off += pieceElems) {
+    const size_t cnt = std::min(pieceElems, count - off), o = off * elem;
+    // In place, this piece of our input is in the slot before the reduction overwrites it.
+    CHORUS_CHECK(p.send(peer, mine + o, cnt, false));
+    if (comm->rank == 0)
+      CHORUS_CHECK(p.recvReduceCopyAfter(peer, mine + o, out + o, cnt));
+    else
+      CHORUS_CHECK(p.recvReduceCopy(peer, mine + o, out + o, cnt, true, false));
+  }
+  return chorusSuccess;
+}
+
 chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                    Prims& p) {
   noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank;
+  if (n == 2) return allReduceTwoRanks(comm, a, plan, p);
   const size_t elem = p.elemSize();
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);

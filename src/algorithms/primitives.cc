@@ -137,6 +137,14 @@ chorusResult_t Prims::recvReduceCopy(int from, const void* local, void* dst, siz
   return chorusSuccess;
 }
 
+chorusResult_t Prims::recvReduceCopyAfter(int from, const void* first, void* dst, size_t count) {
+  const void* in;
+  CHORUS_CHECK(waitIn(from, count * elem_, &in));
+  kernels::reduce(spec_, dst, first, in, count, kApplyPost | (streaming_ ? kStreaming : 0u));
+  comm_->recvConn[static_cast<size_t>(from)]->release();
+  return chorusSuccess;
+}
+
 chorusResult_t Prims::recvReduceCopySend(int from, int to, const void* local, void* dst,
                                          size_t count, bool post) {
   const void* in;

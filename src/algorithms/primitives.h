@@ -62,6 +62,8 @@ class Prims {
   /// dst = post?(slot(from) OP pre?(local))
   chorusResult_t recvReduceCopy(int from, const void* local, void* dst, size_t count, bool post,
                                 bool pre = true);
+  /// dst = post(first OP slot(from)): the slot's operand second (first is used as it is)
+  chorusResult_t recvReduceCopyAfter(int from, const void* first, void* dst, size_t count);
   /// slot(to) = dst = post?(slot(from) OP pre(local))
   chorusResult_t recvReduceCopySend(int from, int to, const void* local, void* dst, size_t count,
                                     bool post);

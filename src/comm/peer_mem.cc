@@ -114,12 +114,30 @@ bool memFind(const void* p, size_t bytes, MemRegion* out) {
   return false;
 }
 
+namespace {
+
+// Under CHORUS_CMA_MAX=auto, where the kernel's copy takes at least this many times as long
+// as a user copy (CmaProbe::kernelSlowdown), every collective starts settled on the FIFO
+// instead of timing CMA in its first calls; CMA is still tried every 1024 calls of a size
+// (TwoWayChooser::presume). The FIFO moves a peer's bytes with two user copies, CMA with one
+// kernel copy: at 4x, CMA's one copy alone costs twice the FIFO's two. Measured: 8.2 on the
+// AMD EPYC KVM VM, where CMA calls took 1.7-2.3x the FIFO's from 32 KiB to 16 MiB and each
+// size's three first CMA tries cost a 16 MiB gather or all-gather 2-4% of a 37-call run;
+// on the Intel Xeon VM a core's copy runs at 10-19 GB/s, as slow as the kernel's, and CMA
+// won (docs/PERF.md#perf-cma-probe).
+constexpr double kCmaHopeless = 4.0;
+
+}  // namespace
+
 chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
   const int64_t thr = paramInt(Param::SingleCopyBytes);
   pm.threshold = thr < 0 ? SIZE_MAX : static_cast<size_t>(thr);
   // auto (the default): no fixed limit; each call's path is chosen from timed calls.
-  pm.cmaAuto = paramString(Param::CmaMax) == "auto";
+  // timed: as auto, but every size times both ways from its first calls whatever the probe
+  // below says (the tests that exercise the switches between the two ways).
+  const std::string& cmaMax = paramString(Param::CmaMax);
+  pm.cmaAuto = cmaMax == "auto" || cmaMax == "timed";
   const int64_t lim = pm.cmaAuto ? -1 : paramInt(Param::CmaMax);
   pm.cmaLimit = lim < 0 ? SIZE_MAX : static_cast<size_t>(lim);
   pm.cma = false;
@@ -143,6 +161,8 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   const bool allOk = probe.works, allWanted = probe.allWanted;
   const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;
+  const bool cmaSlow = pm.cma && cmaMax == "auto" && probe.kernelSlowdown >= kCmaHopeless;
+  if (cmaSlow) pm.copyPaths.presume(CopyPath::Fifo);
   // The all-reduce's two ways add in different orders on 3 or more ranks (CMA: each share's
   // owner folds its own input first, then the others' in rank order; the FIFO: the plan's
   // ring, where each piece's order depends on where it starts around the ring), so a timed
@@ -154,6 +174,12 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   // so the choice stays timed.
   if (pm.cmaAuto && n >= 3) pm.copyPaths[CopyPathUse::AllReduce].fix(CopyPath::Fifo);
   if (comm->rank != 0 && firstFail < 0) return chorusSuccess;
+  if (cmaSlow)
+    CHORUS_INFO(kLogInit,
+                "rank %d: single copy: the kernel's copy took %.1fx as long as a user copy "
+                "(the least of all ranks; at least %.0fx): every collective starts on the FIFO "
+                "and tries CMA every 1024 calls of a size (CHORUS_CMA_MAX=auto)",
+                comm->rank, probe.kernelSlowdown, kCmaHopeless);
   if (pm.cma && pm.cmaAuto)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks; from %zu "

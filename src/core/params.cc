@@ -135,8 +135,10 @@ const ParamInfo kParams[] = {
      "are still read directly)."},
     {"CHORUS_CMA_MAX", "auto",
      "auto: each same-host collective times process_vm_readv/writev (CMA) against the FIFO per "
-     "size and uses the faster; a number: CMA only for results below this many bytes, the "
-     "FIFO above (unless registered); 0: never; -1: always."},
+     "size and uses the faster (each size starts on the FIFO where an init probe finds the "
+     "kernel's copy 4x slower than a user copy); timed: the same without that start; a "
+     "number: CMA only for results below this many bytes, the FIFO above (unless "
+     "registered); 0: never; -1: always."},
     {"CHORUS_TCP_CONGESTION", "auto",
      "TCP congestion control of the tcp transport's sockets (TCP_CONGESTION); auto: reno when "
      "one kernel runs every rank (namespaced hosts, containers: virtual links), else the "

@@ -22,6 +22,10 @@ constexpr size_t kAllReduceSingleCopyMin = 64 * 1024;
 // at 4 KiB).
 constexpr size_t kScatterLLMax = 1024;
 
+// Two-rank same-host all-reduces below this size run direct on the FIFOs (below): the
+// power-of-two sizes up to 256 KiB, whose plans are logged per power-of-two bucket.
+constexpr size_t kTwoRankDirectBelow = 512 * 1024;
+
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
 // Whether the restriction the tables were built with lets a call run algorithm `a` on
@@ -77,6 +81,20 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     if (k.tcpPieceMin > 0 && tables != nullptr && !tables->sharedMemoryOnly)
       piece = std::min(half, std::max(k.tcpPieceMin, (half / 4 + 63) & ~static_cast<size_t>(63)));
     p.pieceBytes = std::min(piece, k.slotBytes);
+  }
+  // Two ranks on shared memory, all-reduce above the LL path below kTwoRankDirectBelow: direct
+  // on the FIFOs, where each rank sends its whole input and reduces both (allreduce.cc,
+  // allReduceTwoRanks): one cross-core hand-off per call instead of the ring's two (half in,
+  // result back), for reducing the other half too. The hand-off is a fixed cost and the extra
+  // half grows with the size: measured (np 2, AMD EPYC Zen 5, against the ring, out of place /
+  // in place) 32 KiB 1.3x / 1.5x, 64 KiB 1.15x / 1.4x, 128 KiB 1.1x / 1.4x, 256 KiB level /
+  // 1.3x, 512 KiB level (docs/PERF.md#perf-two-rank-all-reduce).
+  if (twoRankRing && coll == Coll::AllReduce && k.allShm && t != nullptr && bytes > k.llBytes &&
+      bytes < kTwoRankDirectBelow && allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
+    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
+    p.algo = Algo::Direct;
+    p.proto = Proto::Simple;
+    p.pieceBytes = std::min(k.slotBytes, (bytes + 63) & ~size_t{63});
   }
   if (p.algo == Algo::Halving && perShare == 1 && k.slotBytes > 0) {
     // Crowded tcp: whole halves per message, up to a slot (each message waits for its

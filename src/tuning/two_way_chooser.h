@@ -36,6 +36,20 @@ class TwoWayChooser {
     fixedWay_ = w;
   }
 
+  /// Every size starts settled on `w`, as if `w` had won its first tries: no first tries of
+  /// the other way, whose first try comes after kMaxInterval calls (a probe said it loses
+  /// by far: copy_path.h). Each size's first counted call gives the reference a slowdown is
+  /// judged against; a try that wins changes the way as usual.
+  void presume(Way w) {
+    for (Bucket& b : buckets_) {
+      b.decided = true;
+      b.best = w;
+      b.last = w;
+      b.tries[0] = b.tries[1] = kFirstTries;
+      b.interval = b.untilTry = kMaxInterval;
+    }
+  }
+
   /// Where a way's first call after calls of the other way is slow for reasons that vanish
   /// on its next call (copy path: CMA reads inputs the FIFO's slots pushed out of the cache,
   /// the FIFO refills them), judge each way on calls in a row: the first call after a change
@@ -118,6 +132,7 @@ class TwoWayChooser {
       return first ? b.best == Way(1) : b.best != before;
     }
     if (b.untilTry > 0) --b.untilTry;
+    if (b.ref == 0) b.ref = e;  // presume(): the first counted call is the reference
     if (e > kSlowdown * b.ref) b.untilTry = 0;  // the chosen way slowed down: try the other
     return false;
   }
@@ -180,6 +195,9 @@ class TwoWayChoosers {
  public:
   void fix(Way w) {
     for (TwoWayChooser<Way>& c : by_) c.fix(w);
+  }
+  void presume(Way w) {
+    for (TwoWayChooser<Way>& c : by_) c.presume(w);
   }
   void setWarmAfterSwitch(bool on) {
     for (TwoWayChooser<Way>& c : by_) c.setWarmAfterSwitch(on);

@@ -8,13 +8,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 namespace shm {
@@ -25,6 +29,30 @@ constexpr size_t kMaxMappings = 64;
 // What rank r's cookie must read: distinct per communicator and rank.
 uint64_t cookieOf(uint64_t commHash, int r) {
   return commHash ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1));
+}
+
+// How many times longer the kernel's copy of a cache-resident buffer takes than ours
+// (CmaProbe::kernelSlowdown); 0 where the read fails. This process's own memory: the kernel
+// pins and copies it as it would a peer's, and the user copy is what the FIFO's copies cost
+// per byte. The fastest of a few tries each, so one preemption does not decide it.
+double kernelCopySlowdown() {
+  constexpr size_t kBytes = 256 * 1024;
+  constexpr int kTries = 5;
+  std::vector<char> from(kBytes, 1), to(kBytes, 2);
+  int64_t user = INT64_MAX, kernel = INT64_MAX;
+  for (int i = 0; i < kTries; ++i) {
+    int64_t t0 = nowNs();
+    std::memcpy(to.data(), from.data(), kBytes);
+    asm volatile("" : : "r"(to.data()) : "memory");
+    user = std::min(user, nowNs() - t0);
+    struct iovec local = {to.data(), kBytes};
+    struct iovec remote = {from.data(), kBytes};
+    t0 = nowNs();
+    const ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    kernel = std::min(kernel, nowNs() - t0);
+    if (r != static_cast<ssize_t>(kBytes)) return 0;
+  }
+  return user > 0 ? static_cast<double>(kernel) / static_cast<double>(user) : 0;
 }
 
 }  // namespace
@@ -46,8 +74,10 @@ chorusResult_t ShmPeerAccess::probeCma(const AllGather& allGather, bool wanted, 
   cookie_ = cookieOf(commHash_, rank_);
   struct Probe {
     uint64_t addr;
-    int32_t wanted;  // this rank allows CMA
-    int32_t ok;      // this rank could read every peer's cookie
+    int32_t wanted;         // this rank allows CMA
+    int32_t ok;             // this rank could read every peer's cookie
+    uint32_t slowdownX100;  // kernelCopySlowdown() x 100 (0: not measured)
+    uint32_t pad;
   };
   std::vector<Probe> all(static_cast<size_t>(n));
   Probe& me = all[static_cast<size_t>(rank_)];
@@ -68,13 +98,17 @@ chorusResult_t ShmPeerAccess::probeCma(const AllGather& allGather, bool wanted, 
     }
   }
   me.ok = me.wanted && firstFail < 0 ? 1 : 0;
+  me.slowdownX100 = me.ok ? static_cast<uint32_t>(std::min(1e6, kernelCopySlowdown() * 100.0)) : 0u;
   CHORUS_CHECK(allGather(all.data(), sizeof(Probe)));
   out->works = true;
   out->allWanted = true;
+  uint32_t least = UINT32_MAX;
   for (const Probe& p : all) {
     out->works = out->works && p.ok;
     out->allWanted = out->allWanted && p.wanted;
+    least = std::min(least, p.slowdownX100);
   }
+  out->kernelSlowdown = out->works ? least / 100.0 : 0;
   out->firstFail = firstFail;
   out->error = err;
   return chorusSuccess;

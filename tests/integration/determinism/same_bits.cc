@@ -10,11 +10,13 @@
 // and in place), reduce (root 0) and reduce-scatter at sizes from 8 B to BYTES (default
 // 4 MiB, x4 apart, plus an odd count above each), every case runs R times (default 12) on
 // the same input. The timed choosers try each way on a size's first calls (the copy path:
-// three FIFO calls, then three CMA calls) and pick by time after that, so 12 calls take
-// every way they try. Each repetition must give the bits of the first (exit 1, naming the
-// case, where one does not). Rank 0 prints `digest <hex>`: FNV-1a over every rank's first
-// results in rank order, so two launches can be compared; --verbose adds one line per case
-// (`case <coll> <type> <bytes> <digest>`) to find the size where two launches part.
+// three FIFO calls, then three CMA calls; under auto only where the init probe did not find
+// the kernel's copy slow, always under CHORUS_CMA_MAX=timed) and pick by time after that,
+// so 12 calls take every way they try. Each repetition must give the bits of the first
+// (exit 1, naming the case, where one does not). Rank 0 prints `digest <hex>`: FNV-1a over
+// every rank's first results in rank order, so two launches can be compared; --verbose adds
+// one line per case (`case <coll> <type> <bytes> <digest>`) to find the size where two
+// launches part.
 #include <chorus.h>
 
 #include <cmath>

@@ -6,6 +6,7 @@
 // change of the faster way; each collective learns on its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "src/tuning/copy_path.h"
@@ -135,6 +136,30 @@ TEST(CopyPath, RunwayIsZeroUntilSettledAndSkippedCallsBringTheNextTryCloser) {
   fixed.fix(CopyPath::Fifo);
   EXPECT_EQ(fixed.runway(kMiB, false, CopyPath::Fifo, 63), 63u);
   EXPECT_EQ(fixed.runway(kMiB, false, CopyPath::Cma, 63), 0u);
+}
+
+// Where the init probe found the kernel's copy far slower than a user copy (peer_mem.cc,
+// kCmaHopeless), every size starts settled on the FIFO: no first tries of CMA, the FIFO lease
+// runs from the first timed call, CMA is tried after kMaxInterval calls and still taken
+// where it wins, and a FIFO that slows down by a third brings the try forward.
+TEST(CopyPath, PresumedFifoSkipsTheFirstTriesButStillFindsAFasterCma) {
+  CopyPathChoosers chs;
+  chs.presume(CopyPath::Fifo);
+  CopyPathChooser& ch = chs[CopyPathUse::AllGather];
+  Machine cmaWins{100e3, 50e3, 50e3};
+  const std::vector<CopyPath> first = run(ch, cmaWins, 16 * kMiB, 1000);
+  EXPECT_EQ(std::count(first.begin(), first.end(), CopyPath::Cma), 0);
+  EXPECT_GT(ch.runway(16 * kMiB, false, CopyPath::Fifo, 63), 0u);
+  run(ch, cmaWins, 16 * kMiB, 40);  // the try after 1024 calls, its confirmation, the switch
+  EXPECT_EQ(ch.choose(16 * kMiB), CopyPath::Cma);
+
+  CopyPathChooser& g = chs[CopyPathUse::Gather];
+  Machine fifoSlowsDown{100e3, 150e3, 150e3};
+  run(g, fifoSlowsDown, kMiB, 10);
+  EXPECT_EQ(g.choose(kMiB), CopyPath::Fifo);
+  fifoSlowsDown.fifo = 200e3;  // two slow calls in a row: try CMA now
+  const std::vector<CopyPath> after = run(g, fifoSlowsDown, kMiB, 3);
+  EXPECT_EQ(std::count(after.begin(), after.end(), CopyPath::Cma), 1);
 }
 
 }  // namespace

@@ -604,7 +604,42 @@ TEST(ChoosePlan, CrowdedSameHostAllReduceRunsDirectOnTheFifos) {
   EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
   k.allShm = true;
   k.nranks = 2;
-  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
+  EXPECT_EQ(plan(kAll, 256 * K).pieceBytes, 256 * K);  // two ranks: their own rule (below)
+  EXPECT_EQ(plan(kAll, 1 << 20).algo, Algo::Ring);
+}
+
+// Two ranks on shared memory: all-reduce above the LL path and below 512 KiB runs direct on
+// the FIFOs, each rank sending its whole input in one piece (up to a slot) and reducing both
+// (allreduce.cc, allReduceTwoRanks); LL-sized calls stay on LL; from 512 KiB, over tcp, or
+// with the ring named: the ring.
+TEST(ChoosePlan, TwoRanksAllReduceOnSharedMemoryRunsDirectBelow512K) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 2;
+  k.slotBytes = 512 * K;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
+    return chorus::choosePlan(&t, k, c, bytes);
+  };
+  using chorus::Proto;
+  for (size_t bytes : {32 * K, 100 * K + 4, 256 * K, 512 * K - 4}) {
+    const chorus::Plan p = plan(kAll, bytes);
+    EXPECT_EQ(p.algo, Algo::Direct) << bytes;
+    EXPECT_EQ(p.proto, Proto::Simple) << bytes;
+    EXPECT_FALSE(p.fallback) << bytes;
+    EXPECT_EQ(p.pieceBytes, (bytes + 63) & ~size_t{63}) << bytes;  // the whole call
+  }
+  EXPECT_EQ(plan(kAll, 16 * K).proto, Proto::LL);
+  EXPECT_EQ(plan(kAll, 512 * K).algo, Algo::Ring);
+  EXPECT_EQ(plan(R, 64 * K).algo, Algo::Ring);
+  EXPECT_EQ(plan(kAll, 64 * K, Coll::ReduceScatter).algo, Algo::Ring);
+  k.slotBytes = 64 * K;
+  EXPECT_EQ(plan(kAll, 256 * K).pieceBytes, 64 * K);  // never above a slot
+  k.slotBytes = 512 * K;
+  k.allShm = false;
+  EXPECT_EQ(plan(kAll, 64 * K).algo, Algo::Ring);
 }
 
 // The same, where the transport has shared boards (transports/board.h): all-reduce above
