@@ -26,6 +26,11 @@ constexpr size_t kScatterLLMax = 1024;
 // power-of-two sizes up to 256 KiB, whose plans are logged per power-of-two bucket.
 constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 
+// Largest crowded same-host all-reduce that takes the ordered exchange (choosePlan's crowded
+// rule): where it was level or ahead of the boards both quiet and beside two busy processes
+// (np 4 on 2 CPUs, AMD EPYC Zen 5; at 1 MiB it lost beside them).
+constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
+
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
 // Whether the restriction the tables were built with lets a call run algorithm `a` on
@@ -115,7 +120,28 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     p.pieceBytes = pieceBytes;
     p.board = board;
   };
-  // All-reduce on the boards, where they hold the call in at most two buffers: each rank
+  // All-reduce: the ordered exchange (src/algorithms/ordered.cc, the reproducible mode's
+  // plan, orderedPlan) where the call fits one board buffer (or there are no boards), up to
+  // kCrowdedOrderedMaxBytes: rank r takes block r of every rank's input straight from the
+  // FIFOs, adds them in rank order, and sends its result to every peer, in rounds of 256 KiB
+  // (a share in one piece up to 64 KiB at np 4). Two waits per piece, each for whichever peers
+  // ran, as on the boards; but no rank waits until all n have copied in before it reduces.
+  // Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, interleaved rounds, docs/PERF.md#perf-crowded-
+  // ordered): 64-512 KiB 0.82-0.91x the boards' time where the vCPUs sat on far-apart cores,
+  // level where near and beside two busy processes (32-512 KiB 0.93-1.09x); at 1 MiB (the
+  // boards' two pieces, four rounds here) level quiet but 1.18x the boards' time beside two
+  // busy processes, so the boards keep it. The same rank order as the boards (each element's n
+  // inputs added once, by one loop over r = 0..n-1): the bits of every run stay the same
+  // (docs/REPRODUCIBLE.md).
+  if (crowdedHost && coll == Coll::AllReduce && bytes > k.llBytes &&
+      bytes <= kCrowdedOrderedMaxBytes && (k.boardBytes == 0 || bytes <= k.boardBytes)) {
+    PlanKnobs asReproducible = k;  // the mode's plan, in either mode
+    asReproducible.reproducible = true;
+    PlanCall anyOp = call;
+    anyOp.orderMatters = true;  // integer and min/max reductions too: one schedule
+    if (orderedPlan(tables, asReproducible, coll, bytes, anyOp, &ordered)) return ordered;
+  }
+  // Larger: all-reduce on the boards, where they hold the call in two buffers: each rank
   // copies its input in once and reduces its share from every board, instead of copying
   // n - 1 shares into slots and n - 1 results out again. Two waits per piece either way; on
   // the boards, n copies per rank against the FIFOs' 2(n - 1). Measured (np 4 on 2 CPUs, AMD
@@ -206,7 +232,7 @@ std::string planText(const Plan& p) {
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.ordered ? ", rank order (CHORUS_REPRODUCIBLE)"
+                p.ordered ? ", the ordered exchange (rank order)"
                 : p.board ? ", on the shared boards"
                           : "",
                 !p.fallback ? ""

@@ -1343,6 +1343,14 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   if (r.ranBoard) ++boardRuns[coll == "all_gather" ? 0 : 1];
+  // The ordered exchange (reproducible mode's plan, and the default crowded same-host
+  // all-reduce): it runs exactly where planned.
+  if (r.planOrdered != r.ranOrdered) {
+    *err = fmt("the ordered exchange (planned %d, ran %d) disagrees with the plan: ", r.planOrdered,
+               r.ranOrdered) +
+           what;
+    return false;
+  }
   if (path == "FIFO") {
     if (std::string(r.ranAlgo) != r.planAlgo || std::string(r.ranProto) != r.planProto) {
       *err = "ran something else than the plan: " + what;

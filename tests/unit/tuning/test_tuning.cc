@@ -571,39 +571,67 @@ TEST(ChoosePlan, SameHostRulesFollowTheRestriction) {
 }
 
 // Ranks outnumbering their CPUs on one host (more than two): all-reduce above the LL
-// threshold runs direct on the FIFOs, one piece per rank's share, while a share is at most
-// a quarter slot, where the restriction allows direct; otherwise (larger, not crowded, two
-// ranks, not one host, ring named) the tables' choice as before.
-TEST(ChoosePlan, CrowdedSameHostAllReduceRunsDirectOnTheFifos) {
+// threshold up to 512 KiB takes the ordered exchange (the reproducible mode's rank-order plan,
+// whatever the reduction and the mode), where the restriction allows direct; above, where a
+// share is at most a quarter slot and there are no boards, direct on the FIFOs, one piece per
+// share; otherwise (larger, not crowded, two ranks, not one host, ring named) the tables'
+// choice as before.
+TEST(ChoosePlan, CrowdedSameHostAllReduceTakesTheOrderedExchange) {
   const size_t K = 1024;
   chorus::PlanKnobs k;
   k.nranks = 4;
   k.slotBytes = 512 * K;
   k.allShm = true;
   k.llBytes = 16 * K;
+  k.singleCopyBytes = 8 * K;
   k.crowded = true;
-  auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce) {
+  auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce, bool orderMatters = true) {
     const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
-    return chorus::choosePlan(&t, k, c, bytes);
+    chorus::PlanCall call;
+    call.orderMatters = orderMatters;
+    return chorus::choosePlan(&t, k, c, bytes, call);
   };
   using chorus::Proto;
-  EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Direct);
-  EXPECT_EQ(plan(kAll, 256 * K).proto, Proto::Simple);
-  EXPECT_FALSE(plan(kAll, 256 * K).fallback);
-  EXPECT_EQ(plan(kAll, 256 * K).pieceBytes, 64 * K);           // one piece per block
-  EXPECT_EQ(plan(kAll, 100 * K + 8).pieceBytes, 25 * K + 64);  // rounded up to a line
-  EXPECT_EQ(plan(kAll, 64 << 20).pieceBytes, 512 * K);         // never above a slot
-  EXPECT_EQ(plan(kAll, 16 * K).proto, Proto::LL);              // LL-sized: direct/LL as before
-  EXPECT_EQ(plan(R, 256 * K).algo, Algo::Ring);                // ring named: the ring
-  for (Coll c : {Coll::AllGather, Coll::Broadcast, Coll::ReduceScatter})
-    EXPECT_EQ(plan(kAll, 256 * K, c).algo, Algo::Ring);  // not this rule
+  using chorus::Route;
+  for (size_t b : {16 * K + 64, 100 * K + 8, 256 * K, 512 * K}) {
+    const chorus::Plan p = plan(kAll, b);
+    EXPECT_TRUE(p.ordered) << b;
+    EXPECT_EQ(p.algo, Algo::Direct) << b;
+    EXPECT_EQ(p.proto, Proto::Simple) << b;
+    EXPECT_EQ(p.route, Route::Fifo) << b;  // not single copy
+    EXPECT_FALSE(p.board) << b;
+    EXPECT_FALSE(p.fallback) << b;
+    EXPECT_EQ(p.pieceBytes, 64 * K) << b;  // the mode's crowded rounds: 256 KiB over 4 ranks
+    // Integers, min and max (the order does not matter to them) take it too.
+    EXPECT_TRUE(plan(kAll, b, Coll::AllReduce, false).ordered) << b;
+  }
+  EXPECT_FALSE(plan(kAll, 16 * K).ordered);  // LL-sized: direct/LL as before
+  EXPECT_EQ(plan(kAll, 16 * K).proto, Proto::LL);
+  EXPECT_FALSE(plan(kAll, 512 * K + 64).ordered);        // above 512 KiB: shares above a quarter
+  EXPECT_EQ(plan(kAll, 512 * K + 64).algo, Algo::Ring);  // slot, the tables' choice
+  EXPECT_EQ(plan(kAll, 64 << 20).pieceBytes, 512 * K);   // never above a slot
+  EXPECT_FALSE(plan(R, 256 * K).ordered);                // ring named: the ring
+  EXPECT_EQ(plan(R, 256 * K).algo, Algo::Ring);
+  for (Coll c : {Coll::AllGather, Coll::Broadcast, Coll::ReduceScatter, Coll::Reduce})
+    EXPECT_FALSE(plan(kAll, 256 * K, c).ordered) << static_cast<int>(c);  // not this rule
+  k.slotBytes = 4096 * K;  // above 512 KiB with no boards: direct on the FIFOs while a share
+  EXPECT_FALSE(plan(kAll, 1024 * K).ordered);  // is at most a quarter slot
+  EXPECT_EQ(plan(kAll, 1024 * K).algo, Algo::Direct);
+  EXPECT_EQ(plan(kAll, 1024 * K).proto, Proto::Simple);
+  EXPECT_EQ(plan(kAll, 1024 * K).pieceBytes, 256 * K);           // one piece per share
+  EXPECT_EQ(plan(kAll, 1000 * K + 8).pieceBytes, 250 * K + 64);  // rounded up to a line
+  EXPECT_TRUE(plan(kAll, 512 * K).ordered);  // the exchange's bound does not follow the slot
+  k.slotBytes = 512 * K;
   k.crowded = false;
+  EXPECT_FALSE(plan(kAll, 256 * K).ordered);
   EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
   k.crowded = true;
   k.allShm = false;
+  EXPECT_FALSE(plan(kAll, 256 * K).ordered);
   EXPECT_EQ(plan(kAll, 256 * K).algo, Algo::Ring);
   k.allShm = true;
   k.nranks = 2;
+  EXPECT_FALSE(plan(kAll, 256 * K).ordered);
   EXPECT_EQ(plan(kAll, 256 * K).pieceBytes, 256 * K);  // two ranks: their own rule (below)
   EXPECT_EQ(plan(kAll, 1 << 20).algo, Algo::Ring);
 }
@@ -643,9 +671,10 @@ TEST(ChoosePlan, TwoRanksAllReduceOnSharedMemoryRunsDirectBelow512K) {
 }
 
 // The same, where the transport has shared boards (transports/board.h): all-reduce above
-// the LL threshold and all-gather above the tables' direct/LL run on the boards, while the
-// call (all-reduce) or a rank's block (all-gather) fits two board buffers; larger, the ring.
-// Not crowded, two ranks, not one host, no boards, or the ring named: as before.
+// the LL threshold takes the ordered exchange while the call fits one board buffer (up to
+// 512 KiB), and runs on the boards where it needs two; all-gather above the tables'
+// direct/LL runs on the boards while a rank's block fits two board buffers; larger, the
+// ring. Not crowded, two ranks, not one host, no boards, or the ring named: as before.
 TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   const size_t K = 1024;
   chorus::PlanKnobs k;
@@ -663,22 +692,35 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   using chorus::Proto;
   using chorus::Route;
   const Coll AR = Coll::AllReduce, AG = Coll::AllGather;
-  for (size_t b : {32 * K, 256 * K, 1024 * K}) {
+  for (size_t b : {32 * K, 256 * K, 512 * K}) {  // one board buffer: the ordered exchange
+    EXPECT_FALSE(plan(kAll, b, AR).board) << b;
+    EXPECT_TRUE(plan(kAll, b, AR).ordered) << b;
+  }
+  for (size_t b : {512 * K + 64, 600 * K, 1024 * K}) {  // two: the boards
     const chorus::Plan p = plan(kAll, b, AR);
     EXPECT_TRUE(p.board) << b;
+    EXPECT_FALSE(p.ordered) << b;
     EXPECT_EQ(p.algo, Algo::Direct) << b;
     EXPECT_EQ(p.proto, Proto::Simple) << b;
     EXPECT_EQ(p.route, Route::Fifo) << b;  // not single copy
     EXPECT_FALSE(p.fallback) << b;
   }
-  EXPECT_EQ(plan(kAll, 256 * K, AR).pieceBytes, 256 * K);           // one piece
-  EXPECT_EQ(plan(kAll, 100 * K + 8, AR).pieceBytes, 100 * K + 64);  // rounded up to a line
-  EXPECT_EQ(plan(kAll, 1024 * K, AR).pieceBytes, 512 * K);          // two pieces
-  EXPECT_EQ(plan(kAll, 600 * K, AR).pieceBytes, 300 * K);           // two equal pieces
-  EXPECT_FALSE(plan(kAll, 2048 * K, AR).board);                     // four pieces: the ring
+  EXPECT_EQ(plan(kAll, 1024 * K, AR).pieceBytes, 512 * K);  // two pieces
+  EXPECT_EQ(plan(kAll, 600 * K, AR).pieceBytes, 300 * K);   // two equal pieces
+  EXPECT_FALSE(plan(kAll, 2048 * K, AR).board);             // four pieces: the ring
   EXPECT_EQ(plan(kAll, 2048 * K, AR).algo, Algo::Ring);
   EXPECT_FALSE(plan(kAll, 16 * K, AR).board);  // LL-sized: direct/LL as before
+  EXPECT_FALSE(plan(kAll, 16 * K, AR).ordered);
   EXPECT_EQ(plan(kAll, 16 * K, AR).proto, Proto::LL);
+  EXPECT_FALSE(plan(R, 1024 * K, AR).board);  // ring named: the ring
+  EXPECT_FALSE(plan(R, 256 * K, AR).ordered);
+  k.slotBytes = k.boardBytes = 8 * K;  // small board buffers: the exchange up to one
+  k.llBytes = 1 * K;
+  EXPECT_TRUE(plan(kAll, 8 * K, AR).ordered);
+  EXPECT_TRUE(plan(kAll, 12 * K, AR).board);
+  EXPECT_EQ(plan(kAll, 12 * K, AR).pieceBytes, 6 * K);
+  k.llBytes = 16 * K;
+  k.slotBytes = k.boardBytes = 512 * K;
   // All-gather: blocks (a quarter of the result at np 4) of up to two buffers.
   EXPECT_TRUE(plan(kAll, 32 * K, AG).board);
   EXPECT_EQ(plan(kAll, 32 * K, AG).pieceBytes, 8 * K);
@@ -689,21 +731,19 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   EXPECT_FALSE(plan(kAll, 1 * K, AG).board);    // the tables' direct/LL stays
   EXPECT_EQ(plan(kAll, 1 * K, AG).proto, Proto::LL);
   // Where the restriction leaves direct out, or not this rule's collectives: no board.
-  EXPECT_FALSE(plan(R, 256 * K, AR).board);
   EXPECT_FALSE(plan(R, 256 * K, AG).board);
   for (Coll c : {Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll, Coll::Reduce})
     EXPECT_FALSE(plan(kAll, 256 * K, c).board);
   k.crowded = false;
-  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
+  EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
   k.crowded = true;
-  k.boardBytes = 0;  // no boards: the direct schedule on the FIFOs, and the ring
-  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
-  EXPECT_EQ(plan(kAll, 256 * K, AR).algo, Algo::Direct);
+  k.boardBytes = 0;  // no boards: the ordered exchange or the FIFOs, and the ring
+  EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
   k.boardBytes = 512 * K;
   k.nranks = 2;
-  EXPECT_FALSE(plan(kAll, 256 * K, AR).board);
+  EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
 }
 
