@@ -19,12 +19,19 @@ namespace {
 // Small, one host (choosePlan): each block in one LL message between the root and its
 // rank. No acknowledgement per call: the sender waits for its receiver only when it is a
 // ring of LL buffers ahead (shm connection.cc), so a loop of calls streams.
+// Whether the whole result fits the LL path (else the plan cannot run: an error that says
+// so); notes the run for the plan checks.
+chorusResult_t startLL(chorusComm* comm, const CollArgs& a, const Plan& plan, size_t blockBytes) {
+  const size_t total = blockBytes * static_cast<size_t>(comm->nranks);
+  if (total > comm->tuning.llBytes) return planCannotRun(comm, a, plan, total);
+  noteRan(comm, Algo::Direct, Proto::LL);
+  return chorusSuccess;
+}
+
 chorusResult_t scatterLL(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                          size_t blockBytes) {
   const int n = comm->nranks, root = a.root;
-  if (blockBytes * static_cast<size_t>(n) > comm->tuning.llBytes)
-    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
-  noteRan(comm, Algo::Direct, Proto::LL);
+  CHORUS_CHECK(startLL(comm, a, plan, blockBytes));
   if (comm->rank != root) return p.recvLL(root, a.recvbuf, blockBytes);
   const char* in = static_cast<const char*>(a.sendbuf);
   for (int k = 1; k < n; ++k) {
@@ -39,9 +46,7 @@ chorusResult_t scatterLL(chorusComm* comm, const CollArgs& a, const Plan& plan, 
 chorusResult_t gatherLL(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                         size_t blockBytes) {
   const int n = comm->nranks, root = a.root;
-  if (blockBytes * static_cast<size_t>(n) > comm->tuning.llBytes)
-    return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
-  noteRan(comm, Algo::Direct, Proto::LL);
+  CHORUS_CHECK(startLL(comm, a, plan, blockBytes));
   if (comm->rank != root) return p.sendLL(root, a.sendbuf, blockBytes);
   char* out = static_cast<char*>(a.recvbuf);
   char* own = out + static_cast<size_t>(root) * blockBytes;
