@@ -179,7 +179,7 @@ chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const 
   rails.pieceElems = std::max<size_t>(1, std::min(plan.pieceBytes / elem, rails.partElems));
   rails.pieces = (rails.partElems + rails.pieceElems - 1) / rails.pieceElems;
   if (plan.proto == Proto::LL && rails.pieces == 1 && !a.spec.preMul &&
-      rails.partElems * elem <= kRailsLLMessages * comm->tuning.llBytes)
+      rails.partElems <= kRailsLLMessages * std::max<size_t>(1, comm->tuning.llBytes / elem))
     return railsLL(comm, a, p, rails, k);
   noteRan(comm, Algo::Direct, Proto::Simple);
   const size_t lag = 2 * static_cast<size_t>(hosts - 1 - h);
