@@ -42,112 +42,6 @@ struct Rails {
   }
 };
 
-// A shared-memory connection holds this many LL messages that the receiver has not taken
-// (transports/shm/layout.h kLlDepth): the rails' hops inside a host go on LL only where each
-// rank's part for a mate fits them, since every rank sends its parts to its mates before it
-// takes theirs.
-constexpr size_t kRailsLLMessages = 4;
-
-// The rails with one piece per part and the hops inside a host on LL messages, in
-// CHORUS_LL_THRESHOLD pieces (orderedPlan: up to 128 KiB): on the FIFOs such a hop costs its
-// receiver the whole piece's arrival before it adds, on LL it adds each message as it comes.
-// The same steps and the same order of operands as orderedAllReduceRails (below), one step
-// after the other: the mates' parts out (LL), the rail's sum up (tcp between hosts), down,
-// the other rails' sums in (LL). No cycle of waits: a rank's LL sends in the first step
-// fit the connection's buffers (kRailsLLMessages; a previous call's messages there are
-// taken by a receiver that waits for nothing of this call), the sums go up as in the
-// leaders' chain, and each send down waits only for a mate to take the first step's
-// messages, which it does on its way up.
-chorusResult_t railsLL(chorusComm* comm, const CollArgs& a, Prims& p, const Rails& rails, int k) {
-  noteRan(comm, Algo::Direct, Proto::LL);
-  const int n = comm->nranks, rank = comm->rank, hosts = n / k;
-  const int h = rank / k, j = rank % k, first = h * k, last = first + k - 1;
-  const size_t elem = p.elemSize();
-  const size_t llElems = std::max<size_t>(1, comm->tuning.llBytes / elem);
-  const int prev = h > 0 ? rank - k : -1, next = h < hosts - 1 ? rank + k : -1;
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  auto sendLL = [&](int to, const char* src, size_t cnt) -> chorusResult_t {
-    for (size_t c = 0; c < cnt; c += llElems)
-      CHORUS_CHECK(p.sendLL(to, src + c * elem, std::min(llElems, cnt - c) * elem));
-    return chorusSuccess;
-  };
-  // 1. Each mate's part of this rank's input, to the mate.
-  for (int m = first; m <= last; ++m) {
-    const size_t cnt = rails.len(m - first, 0);
-    if (m != rank && cnt > 0) CHORUS_CHECK(sendLL(m, in + rails.off(m - first, 0) * elem, cnt));
-  }
-  // 2. Part j up: the partial sum from the host before, then this host's ranks in order.
-  const size_t o = rails.off(j, 0), cnt = rails.len(j, 0);
-  char* mine = out + o * elem;
-  if (cnt > 0) {
-    const char* x = in + o * elem;
-    // Sums go to scratch but on the last host's final operation (its operands read by then,
-    // or read element by element in that same operation).
-    char* t = static_cast<char*>(comm->scratch.get(comm->scratch.b, cnt * elem));
-    auto dest = [&](bool fin) { return next < 0 && fin ? mine : t; };
-    const char* sum = nullptr;
-    int r = first;
-    if (prev >= 0) {
-      if (first == rank) {  // the partial and this rank's input at once
-        char* d = dest(r == last);
-        CHORUS_CHECK(p.recvReduceCopy(prev, x, d, cnt, next < 0 && r == last, true));
-        sum = d;
-        ++r;
-      } else {
-        CHORUS_CHECK(p.recv(prev, t, cnt));
-        sum = t;
-      }
-    }
-    // Operand r's chunk c: this rank's input, or the mate's LL message (released after use).
-    auto take = [&](int from, size_t c, size_t len, const void** src) -> chorusResult_t {
-      if (from == rank) {
-        *src = x + c * elem;
-        return chorusSuccess;
-      }
-      return p.waitLL(from, src, len * elem);
-    };
-    for (; r <= last; ++r) {
-      // With no sum yet, the first two operands at once.
-      const int second = sum == nullptr ? r + 1 : -1;
-      const bool fin = (second >= 0 ? second : r) == last;
-      const unsigned post = fin && next < 0 ? kApplyPost : 0u;
-      char* d = dest(fin);
-      for (size_t c = 0; c < cnt; c += llElems) {
-        const size_t len = std::min(llElems, cnt - c);
-        const void* b = nullptr;
-        CHORUS_CHECK(take(r, c, len, &b));
-        if (second >= 0) {
-          const void* b2 = nullptr;
-          CHORUS_CHECK(take(second, c, len, &b2));
-          kernels::reduce(a.spec, d + c * elem, b, b2, len, post);
-          if (second != rank) p.releaseLL(second);
-        } else {
-          kernels::reduce(a.spec, d + c * elem, sum + c * elem, b, len, post);
-        }
-        if (r != rank) p.releaseLL(r);
-      }
-      sum = d;
-      if (second >= 0) ++r;
-    }
-    // 3. Up to the next host, or down from the last: to the host before, then the mates.
-    if (next >= 0) {
-      CHORUS_CHECK(p.send(next, sum, cnt, false));
-      CHORUS_CHECK(p.recv(next, mine, cnt));
-    }
-    if (prev >= 0) CHORUS_CHECK(p.send(prev, mine, cnt, false));
-    for (int m = first; m <= last; ++m)
-      if (m != rank) CHORUS_CHECK(sendLL(m, mine, cnt));
-  }
-  // 4. The other parts' sums from their rails' leaders on this host.
-  for (int m = first; m <= last; ++m) {
-    const size_t c = rails.len(m - first, 0), mo = rails.off(m - first, 0);
-    for (size_t d = 0; m != rank && d < c; d += llElems)
-      CHORUS_CHECK(p.recvLL(m, out + (mo + d) * elem, std::min(llElems, c - d) * elem));
-  }
-  return chorusSuccess;
-}
-
 }  // namespace
 
 // Rail j runs through the j-th rank of every host (its leaders): rank h*k + j owns part j on
@@ -172,16 +66,13 @@ chorusResult_t railsLL(chorusComm* comm, const CollArgs& a, Prims& p, const Rail
 // (the partial sums go through scratch), and what it receives into its output it has sent.
 chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                      Prims& p, int k) {
+  noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank, hosts = n / k;
   const int h = rank / k, j = rank % k, first = h * k;
   const size_t elem = p.elemSize();
   Rails rails{a.count, (a.count + static_cast<size_t>(k) - 1) / static_cast<size_t>(k), 0, 0};
   rails.pieceElems = std::max<size_t>(1, std::min(plan.pieceBytes / elem, rails.partElems));
   rails.pieces = (rails.partElems + rails.pieceElems - 1) / rails.pieceElems;
-  if (plan.proto == Proto::LL && rails.pieces == 1 && !a.spec.preMul &&
-      rails.partElems <= kRailsLLMessages * std::max<size_t>(1, comm->tuning.llBytes / elem))
-    return railsLL(comm, a, p, rails, k);
-  noteRan(comm, Algo::Direct, Proto::Simple);
   const size_t lag = 2 * static_cast<size_t>(hosts - 1 - h);
   const int prev = h > 0 ? rank - k : -1, next = h < hosts - 1 ? rank + k : -1;
   const char* in = static_cast<const char*>(a.sendbuf);

@@ -30,11 +30,6 @@ constexpr size_t kOrderedRoundBytes = 256 << 10;
 // tcp, four messages where the leaders send two).
 constexpr size_t kOrderedLeadersMaxBytes = 64 << 10;
 
-// Largest all-reduce whose leaders' rails take the hops inside a host on LL messages (the
-// default's leaders' doubling carries up to the same size on LL): 2 hosts x 2 ranks,
-// docs/PERF.md "The rails' hops inside a host on LL".
-constexpr size_t kOrderedRailsLLMaxBytes = 128 << 10;
-
 // Smallest all-reduce across hosts whose leaders chain partial sums in pieces of half the
 // call, where the hosts hold contiguous runs of ranks (orderedAllReduceLeaders); below it
 // they swap: host 0's leader sends its host's rank-order partial sum, the others their
@@ -119,10 +114,7 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
         p->pieceBytes = halfTheCall(kOrderedLeadersPieceMinBytes);
       }
     } else {
-      // The rails' hops inside a host on LL messages up to kOrderedRailsLLMaxBytes
-      // (orderedAllReduceRails; the rank chain ignores it).
-      const bool railsLL = llAllowed && k.llBytes > 0 && bytes <= kOrderedRailsLLMaxBytes;
-      p->proto = railsLL ? Proto::LL : Proto::Simple;
+      p->proto = Proto::Simple;
       p->chain = true;
       p->pieceBytes = halfTheCall(16 << 10);
     }
