@@ -87,6 +87,15 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
       piece = std::min(half, std::max(k.tcpPieceMin, (half / 4 + 63) & ~static_cast<size_t>(63)));
     p.pieceBytes = std::min(piece, k.slotBytes);
   }
+  // The same-host rules below move a call to direct/Simple (where the restriction allows it,
+  // checked by each rule first): on the FIFOs, or on the shared boards (board).
+  auto directSimple = [&](size_t pieceBytes, bool board) {
+    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
+    p.algo = Algo::Direct;
+    p.proto = Proto::Simple;
+    p.pieceBytes = pieceBytes;
+    p.board = board;
+  };
   // Two ranks on shared memory, all-reduce above the LL path below kTwoRankDirectBelow: direct
   // on the FIFOs, where each rank sends its whole input and reduces both (allreduce.cc,
   // allReduceTwoRanks): one cross-core hand-off per call instead of the ring's two (half in,
@@ -95,12 +104,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // in place) 32 KiB 1.3x / 1.5x, 64 KiB 1.15x / 1.4x, 128 KiB 1.1x / 1.4x, 256 KiB level /
   // 1.3x, 512 KiB level (docs/PERF.md#perf-two-rank-all-reduce).
   if (twoRankRing && coll == Coll::AllReduce && k.allShm && t != nullptr && bytes > k.llBytes &&
-      bytes < kTwoRankDirectBelow && allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
-    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
-    p.algo = Algo::Direct;
-    p.proto = Proto::Simple;
-    p.pieceBytes = std::min(k.slotBytes, (bytes + 63) & ~size_t{63});
-  }
+      bytes < kTwoRankDirectBelow && allows(*t, p.fallback, Algo::Direct, Proto::Simple))
+    directSimple(std::min(k.slotBytes, (bytes + 63) & ~size_t{63}), false);
   if (p.algo == Algo::Halving && perShare == 1 && k.slotBytes > 0) {
     // Crowded tcp: whole halves per message, up to a slot (each message waits for its
     // receiver's turn on a CPU; measured, 4 x 1: 64 KiB pieces 1.1-1.9x slower).
@@ -113,13 +118,6 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // them.
   const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
                            allows(*t, p.fallback, Algo::Direct, Proto::Simple);
-  auto directSimple = [&](size_t pieceBytes, bool board) {
-    p.fallback = p.fallback && !allows(*t, false, Algo::Direct, Proto::Simple);
-    p.algo = Algo::Direct;
-    p.proto = Proto::Simple;
-    p.pieceBytes = pieceBytes;
-    p.board = board;
-  };
   // All-reduce: the ordered exchange (src/algorithms/ordered.cc, the reproducible mode's
   // plan, orderedPlan) where the call fits one board buffer (or there are no boards), up to
   // kCrowdedOrderedMaxBytes: rank r takes block r of every rank's input straight from the
