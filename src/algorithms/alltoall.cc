@@ -16,11 +16,8 @@ namespace chorus {
 
 namespace {
 
-// Small, one host (choosePlan): each block in one LL message between the root and its
-// rank. No acknowledgement per call: the sender waits for its receiver only when it is a
-// ring of LL buffers ahead (shm connection.cc), so a loop of calls streams.
-// Whether the whole result fits the LL path (else the plan cannot run: an error that says
-// so); notes the run for the plan checks.
+// Whether the n blocks fit the LL path (else the plan cannot run: an error that says so);
+// notes the run for the plan checks. Gather, scatter and all-to-all on LL.
 chorusResult_t startLL(chorusComm* comm, const CollArgs& a, const Plan& plan, size_t blockBytes) {
   const size_t total = blockBytes * static_cast<size_t>(comm->nranks);
   if (total > comm->tuning.llBytes) return planCannotRun(comm, a, plan, total);
@@ -28,6 +25,9 @@ chorusResult_t startLL(chorusComm* comm, const CollArgs& a, const Plan& plan, si
   return chorusSuccess;
 }
 
+// Small, one host (choosePlan): each block in one LL message between the root and its
+// rank. No acknowledgement per call: the sender waits for its receiver only when it is a
+// ring of LL buffers ahead (shm connection.cc), so a loop of calls streams.
 chorusResult_t scatterLL(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                          size_t blockBytes) {
   const int n = comm->nranks, root = a.root;
@@ -170,8 +170,7 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
   const size_t all = blockBytes * static_cast<size_t>(n);
   if (plan.proto == Proto::LL) {
     // Small, one host (choosePlan): every block in one LL message, straight to its rank.
-    if (all > comm->tuning.llBytes) return planCannotRun(comm, a, plan, all);
-    noteRan(comm, Algo::Direct, Proto::LL);
+    CHORUS_CHECK(startLL(comm, a, plan, blockBytes));
     if (in == out) {
       void* copy = comm->scratch.get(comm->scratch.a, all);
       std::memcpy(copy, in, all);
