@@ -52,6 +52,22 @@ bool hostsInRankOrder(const HostOrder& o) {
   return true;
 }
 
+// The steps of a chain of `members` in order (orderedAllReduceChain, leaderChain): at step s,
+// member i runs piece s up (while pieces remain) and, but on the last member (where the sum
+// turns back), piece s - lag down, lag = 2 (members-1-i): member i sends piece k + lag up
+// before it waits for piece k coming down (why no cycle of waits forms: the comment above
+// orderedAllReduceChain, docs/ARCHITECTURE.md). `after(s)` ends each step.
+template <typename Up, typename Down, typename After>
+chorusResult_t chainSteps(size_t pieces, int member, int members, Up up, Down down, After after) {
+  const size_t lag = 2 * static_cast<size_t>(members - 1 - member);
+  for (size_t s = 0; s < pieces + lag; ++s) {
+    if (s < pieces) CHORUS_CHECK(up(s));
+    if (member < members - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
+    CHORUS_CHECK(after(s));
+  }
+  return chorusSuccess;
+}
+
 // The chain of the host leaders (hostsInRankOrder only), in pieces: leader h receives
 // piece k of the partial sum of ranks 0 .. first(h)-1 from leader h-1, adds its own host's
 // inputs to it one rank at a time in rank order, and passes it to leader h+1; the last
@@ -70,7 +86,6 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
   const size_t elem = p.elemSize(), bytes = a.count * elem;
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const size_t pieces = (a.count + pieceElems - 1) / pieceElems;
-  const size_t lag = 2 * static_cast<size_t>(hosts - 1 - me);
   const int prev = me > 0 ? leaders[static_cast<size_t>(me - 1)] : -1;
   const int next = me < hosts - 1 ? leaders[static_cast<size_t>(me + 1)] : -1;
   const int lo = o.first[static_cast<size_t>(me)], hi = o.first[static_cast<size_t>(me) + 1];
@@ -99,13 +114,10 @@ chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan
     if (me == 0) return p.recv(next, out + off, cnt);
     return p.recvCopySend(next, prev, out + off, cnt);
   };
-  for (size_t s = 0; s < pieces + lag; ++s) {
-    if (s < pieces) CHORUS_CHECK(up(s));
-    if (me < hosts - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
-    // The host's other ranks get each piece of the sum as it comes, once they have handed
-    // over all their input (before, a mate may still be waiting for room to send it).
-    if (s + 1 >= pieces) CHORUS_CHECK(handTo(done));
-  }
+  // The host's other ranks get each piece of the sum as it comes, once they have handed over
+  // all their input (before, a mate may still be waiting for room to send it).
+  auto handAfter = [&](size_t s) { return s + 1 >= pieces ? handTo(done) : chorusSuccess; };
+  CHORUS_CHECK(chainSteps(pieces, me, hosts, up, down, handAfter));
   return handTo(bytes);
 }
 
@@ -246,7 +258,6 @@ chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const 
   const int n = comm->nranks, rank = comm->rank;
   const size_t elem = p.elemSize(), pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const size_t pieces = (a.count + pieceElems - 1) / pieceElems;
-  const size_t lag = 2 * static_cast<size_t>(n - 1 - rank);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   auto up = [&](size_t k) -> chorusResult_t {
@@ -262,11 +273,7 @@ chorusResult_t orderedAllReduceChain(chorusComm* comm, const CollArgs& a, const 
     if (rank == 0) return p.recv(1, d, cnt);
     return p.recvCopySend(rank + 1, rank - 1, d, cnt);
   };
-  for (size_t s = 0; s < pieces + lag; ++s) {
-    if (s < pieces) CHORUS_CHECK(up(s));
-    if (rank < n - 1 && s >= lag) CHORUS_CHECK(down(s - lag));
-  }
-  return chorusSuccess;
+  return chainSteps(pieces, rank, n, up, down, [](size_t) { return chorusSuccess; });
 }
 
 }  // namespace chorus
