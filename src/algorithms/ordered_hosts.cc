@@ -75,68 +75,50 @@ chorusResult_t chainSteps(size_t pieces, int member, int members, Up up, Down do
 // between hosts carries the call once a direction (the swap carries every rank of the host),
 // and the schedule is orderedAllReduceChain's with the leaders for ranks: leader h sends
 // piece k + 2 (H-1-h) up before it waits for piece k coming down, so the same argument
-// rules out a cycle of waits. The leader adds its own input from the caller's buffer and
-// each mate's where its LL message lies (waitLL), so a piece's first crossing waits for no
-// copy: the pieces are whole LL pieces of the mates' inputs (allReduceThroughLeader sends
-// them in `llPiece` bytes from the start). The output piece holds the partial until it was
-// sent up; in place, each element is read before it is written.
-template <typename HandTo>
+// rules out a cycle of waits. `all` holds this host's pre-multiplied inputs at their
+// HostOrder positions; the leader's output piece holds the partial until it was sent up.
+template <typename GatherTo, typename HandTo>
 chorusResult_t leaderChain(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
-                           const HostOrder& o, int me, size_t llPiece, HandTo handTo) {
+                           const HostOrder& o, int me, const char* all, GatherTo gatherTo,
+                           HandTo handTo) {
   const std::vector<int>& leaders = comm->hostLeaders;
   const int hosts = static_cast<int>(leaders.size()), n = comm->nranks;
-  const size_t elem = p.elemSize();
-  const size_t llElems = llPiece / elem;
-  const size_t pieceElems = std::max(llElems, plan.pieceBytes / elem / llElems * llElems);
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const size_t pieces = (a.count + pieceElems - 1) / pieceElems;
   const int prev = me > 0 ? leaders[static_cast<size_t>(me - 1)] : -1;
   const int next = me < hosts - 1 ? leaders[static_cast<size_t>(me + 1)] : -1;
   const int lo = o.first[static_cast<size_t>(me)], hi = o.first[static_cast<size_t>(me) + 1];
-  const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   size_t done = 0;  // bytes of the result this leader holds
-  // This host's mates (ranks lo+1 .. hi-1, in rank order) into d, LL piece by LL piece.
-  auto addMates = [&](size_t off, size_t cnt, bool mineFirst) -> chorusResult_t {
-    for (size_t q = off; q < off + cnt; q += llElems) {
-      const size_t len = std::min(llElems, off + cnt - q);
-      char* d = out + q * elem;
-      for (int r = lo + 1; r < hi; ++r) {
-        const void* src;
-        CHORUS_CHECK(p.waitLL(r, &src, len * elem));
-        if (mineFirst && r == lo + 1)  // pre(own) OP x_lo+1, one pass
-          kernels::reduce(a.spec, d, src, in + q * elem, len,
-                          kApplyPre | (r == n - 1 ? kApplyPost : 0u));
-        else
-          kernels::reduce(a.spec, d, d, src, len, r == n - 1 ? kApplyPost : 0u);
-        p.releaseLL(r);
-      }
-    }
-    return chorusSuccess;
-  };
   auto up = [&](size_t k) -> chorusResult_t {
-    const size_t off = k * pieceElems, cnt = std::min(pieceElems, a.count - off);
-    char* d = out + off * elem;
+    const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    CHORUS_CHECK(gatherTo(off + cnt * elem));
+    char* d = out + off;
+    int r = lo;
     if (me == 0) {
-      if (hi == lo + 1) kernels::reduce(a.spec, d, nullptr, in + off * elem, cnt, kApplyPre);
-      CHORUS_CHECK(addMates(off, cnt, true));
+      kernels::reduce(a.spec, d, nullptr, all + static_cast<size_t>(r) * bytes + off, cnt, 0u);
     } else {
-      CHORUS_CHECK(p.recvReduceCopy(prev, in + off * elem, d, cnt, lo == n - 1, true));
-      CHORUS_CHECK(addMates(off, cnt, false));
+      CHORUS_CHECK(p.recvReduceCopy(prev, all + static_cast<size_t>(r) * bytes + off, d, cnt,
+                                    r == n - 1, false));
     }
-    if (next < 0) done = (off + cnt) * elem;
+    for (++r; r < hi; ++r)
+      kernels::reduce(a.spec, d, d, all + static_cast<size_t>(r) * bytes + off, cnt,
+                      r == n - 1 ? kApplyPost : 0u);
+    if (next < 0) done = off + cnt * elem;
     return p.send(next >= 0 ? next : prev, d, cnt, false);
   };
   auto down = [&](size_t k) -> chorusResult_t {
-    const size_t off = k * pieceElems, cnt = std::min(pieceElems, a.count - off);
-    done = (off + cnt) * elem;
-    if (me == 0) return p.recv(next, out + off * elem, cnt);
-    return p.recvCopySend(next, prev, out + off * elem, cnt);
+    const size_t off = k * pieceElems * elem, cnt = std::min(pieceElems, a.count - k * pieceElems);
+    done = off + cnt * elem;
+    if (me == 0) return p.recv(next, out + off, cnt);
+    return p.recvCopySend(next, prev, out + off, cnt);
   };
   // The host's other ranks get each piece of the sum as it comes, once they have handed over
   // all their input (before, a mate may still be waiting for room to send it).
   auto handAfter = [&](size_t s) { return s + 1 >= pieces ? handTo(done) : chorusSuccess; };
   CHORUS_CHECK(chainSteps(pieces, me, hosts, up, down, handAfter));
-  return handTo(a.count * elem);
+  return handTo(bytes);
 }
 
 }  // namespace
@@ -177,21 +159,6 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
   int me = 0;
   while (leaders[static_cast<size_t>(me)] != rank) ++me;
   const bool inOrder = hosts > 1 && hostsInRankOrder(o);
-  if (plan.chain && inOrder) {
-    // The result to the mates, in the LL pieces they wait for, up to byte `end` as it comes.
-    size_t handed = 0;
-    const char* result = static_cast<const char*>(a.recvbuf);
-    auto handTo = [&](size_t end) -> chorusResult_t {
-      while (handed < end && (end - handed >= piece || end == bytes)) {
-        const size_t len = std::min(piece, bytes - handed);
-        for (size_t i = 1; i < mates.size(); ++i)
-          CHORUS_CHECK(p.sendLL(mates[i], result + handed, len));
-        handed += len;
-      }
-      return chorusSuccess;
-    };
-    return leaderChain(comm, a, plan, p, o, me, piece, handTo);
-  }
   // Every rank's input, host by host: a host's inputs are one contiguous message.
   char* all =
       static_cast<char*>(comm->scratch.get(comm->scratch.b, bytes * static_cast<size_t>(n)));
@@ -217,6 +184,21 @@ chorusResult_t orderedAllReduceLeaders(chorusComm* comm, const CollArgs& a, cons
     }
     return chorusSuccess;
   };
+  if (plan.chain && inOrder) {
+    // The result to the mates, in the LL pieces they wait for, up to byte `end` as it comes.
+    size_t handed = 0;
+    const char* result = static_cast<const char*>(a.recvbuf);
+    auto handTo = [&](size_t end) -> chorusResult_t {
+      while (handed < end && (end - handed >= piece || end == bytes)) {
+        const size_t len = std::min(piece, bytes - handed);
+        for (size_t i = 1; i < mates.size(); ++i)
+          CHORUS_CHECK(p.sendLL(mates[i], result + handed, len));
+        handed += len;
+      }
+      return chorusSuccess;
+    };
+    return leaderChain(comm, a, plan, p, o, me, all, gatherTo, handTo);
+  }
   CHORUS_CHECK(gatherTo(bytes));
   if (inOrder && me == 0)  // host 0's partial sum, in rank order, into position 0
     for (int r = 1; r < o.first[1]; ++r) kernels::reduce(spec, at(0), at(0), at(r), a.count, 0u);
