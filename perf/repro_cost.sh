@@ -2,8 +2,9 @@
 # repro_cost.sh — what the reproducible mode costs (issue 36, acceptance 3): all_reduce_perf
 # and reduce_scatter_perf with CHORUS_REPRODUCIBLE=0 against =1, in interleaved rounds (each
 # round runs both, each a fresh launch), then per size the median of each and their ratio
-# (reproducible / default), out of place, with a mark where the ratio passes the limit
-# (1.3x from 64 KiB, 2x below).
+# (reproducible / default), out of place and in place, as the ratio of the medians and as the
+# paired ratio (the median over rounds of each round's own ratio), with a mark where a ratio
+# passes the limit (1.3x from 64 KiB, 2x below).
 #
 # Usage: perf/repro_cost.sh BUILD_DIR WHERE
 #   WHERE  shm2 | shm4 (chorusrun -np 2 / 4 on this host) | tcp2x1 | tcp2x2 (2 namespaced
