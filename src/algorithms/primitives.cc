@@ -282,6 +282,10 @@ chorusResult_t runWithSlotStores(chorusComm* comm, const CollArgs& a, const Plan
                                  SlotStoreUse use, size_t bytes, bool inPlace, FifoSteps steps) {
   if (!comm->peerMem.allShm) return steps(comm, a, plan, p);
   SlotStoreChooser& ch = comm->slotStores[use];
+  if (!ch.fixed() && slotStoresUntimed(use, comm->nranks, bytes)) {
+    p.setSlotStreaming(false);
+    return steps(comm, a, plan, p);
+  }
   const SlotStores way = ch.choose(bytes, inPlace);
   p.setSlotStreaming(way == SlotStores::Streaming);
   const int64_t t0 = nowNs();

@@ -36,4 +36,22 @@ enum class SlotStoreUse : uint8_t { AllReduce = 0, AllGather = 1, AllToAll = 2 }
 
 using SlotStoreChoosers = TwoWayChoosers<SlotStores, SlotStoreUse, 3>;
 
+/// Two ranks' all-gather and all-to-all write each block to one slot, and the peer reads it
+/// while this rank copies its own block or the peer's: the lines are still in this core's
+/// cache when the peer takes them. Below this many bytes per block streaming stores gain
+/// nothing where the two cores are apart (all-gather np 2 on the Zen 5 VM, far window:
+/// temporal 2.6-3.3 / 4.6-5.5 us at 32 / 64 KiB blocks, streaming 3.1 / 5.7) and lose
+/// 2.3-2.6x where they share a cache (near window, and every core pair of a CPU whose cores
+/// share its last-level cache), and the chooser's tries of them cost calls: calls that small
+/// use ordinary stores, untimed (docs/PERF.md#perf-ag2-slots). From 128 KiB blocks streaming
+/// ones start to pay apart (8.3-8.5 against 8.4-10.0 us), so larger blocks, the other
+/// collectives and more ranks keep the timed choice.
+constexpr size_t kTimedSlotStoresFrom = size_t{128} << 10;
+
+/// Whether a call of `bytes` bytes per block takes ordinary stores without timing (above).
+inline bool slotStoresUntimed(SlotStoreUse use, int nranks, size_t bytes) {
+  return nranks == 2 && (use == SlotStoreUse::AllGather || use == SlotStoreUse::AllToAll) &&
+         bytes < kTimedSlotStoresFrom;
+}
+
 }  // namespace chorus

@@ -36,6 +36,9 @@ class TwoWayChooser {
     fixedWay_ = w;
   }
 
+  /// Whether an environment variable fixed the way (fix).
+  bool fixed() const { return fixed_; }
+
   /// Every size starts settled on `w`, as if `w` had won its first tries: no first tries of
   /// the other way, whose first try comes after kMaxInterval calls (a probe said it loses
   /// by far: copy_path.h). Each size's first counted call gives the reference a slowdown is

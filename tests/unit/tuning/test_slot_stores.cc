@@ -189,4 +189,23 @@ TEST(SlotStores, EachCollectiveLearnsOnItsOwn) {
     EXPECT_EQ(chs[u].choose(kMiB), SlotStores::Streaming);
 }
 
+TEST(SlotStores, TwoRanksSmallCopyBlocksAreUntimed) {
+  // Two ranks' all-gather and all-to-all below kTimedSlotStoresFrom per block take ordinary
+  // stores untimed; from it, and for the all-reduce or more ranks, the chooser decides.
+  using chorus::kTimedSlotStoresFrom;
+  using chorus::slotStoresUntimed;
+  for (auto u : {SlotStoreUse::AllGather, SlotStoreUse::AllToAll}) {
+    EXPECT_TRUE(slotStoresUntimed(u, 2, 32 << 10));
+    EXPECT_TRUE(slotStoresUntimed(u, 2, kTimedSlotStoresFrom - 1));
+    EXPECT_FALSE(slotStoresUntimed(u, 2, kTimedSlotStoresFrom));
+    EXPECT_FALSE(slotStoresUntimed(u, 3, 32 << 10));
+  }
+  EXPECT_FALSE(slotStoresUntimed(SlotStoreUse::AllReduce, 2, 32 << 10));
+  // A fixed mode is visible to the caller, which keeps it over the rule.
+  SlotStoreChooser ch;
+  EXPECT_FALSE(ch.fixed());
+  ch.fix(SlotStores::Streaming);
+  EXPECT_TRUE(ch.fixed());
+}
+
 }  // namespace
