@@ -37,6 +37,16 @@ its step is the compute, DDP's own bucket copies and the optimizer, with no back
 The second table prints its median step and gloo/floor, the most any backend could gain
 over gloo in that run (its ranks do not wait for each other within a round: the floor is,
 if anything, low, and the ceiling high), and chorus/floor, what chorus's communication adds.
+A fourth model, the "synced floor", is the same with one meeting of the ranks a step: its
+hook, on DDP's last bucket, queues an asynchronous 4-byte all-reduce over the chorus group
+and returns its future (the path a chorus bucket takes: stream worker, completion thread,
+future) and communicates no gradient. Every DDP backend makes the
+ranks meet there (the last bucket's all-reduce needs every rank's gradients), so its step is
+compute + that meeting: gloo/synced and chorus/synced are the ratios without the floor's
+advantage of ranks that never wait for each other.
+Beside them, the context switches per step of each model's rounds (every thread of the
+process: compute, OpenMP and backend threads; voluntary + involuntary, mean over the ranks):
+what a backend adds in wake-ups and preemptions over the floor's.
 
 Models: mlp 1024-2048-2048-2048-10, batch 8 (10.5 M parameters, 40 MiB of gradients against
 little compute: the communication is exposed); cnn (three 3x3 convolutions, 32x32 RGB,
@@ -64,6 +74,22 @@ def cpu_ns(tids):
         except OSError:
             pass
     return total
+
+
+def switches():
+    """Context switches (voluntary, involuntary) so far, summed over this process's threads."""
+    vol = invol = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except OSError:
+            pass
+    return vol, invol
 
 
 def make_model(name, seed):
@@ -133,6 +159,28 @@ def no_communication(state, bucket):
     return fut
 
 
+def synced_no_communication(group):
+    """DDP communication hook of --floor's "synced floor": no all-reduce of the gradients, but
+    the ranks meet once a step, as any backend's last bucket makes them: on the last bucket an
+    asynchronous 4-byte all-reduce over `group` whose future DDP waits for, the same path
+    (chorus: the host stream's worker, the completion thread, the future) as a bucket's."""
+    import torch
+    import torch.distributed as dist
+
+    one = torch.zeros(1)
+
+    def hook(state, bucket):
+        buffer = bucket.buffer()
+        if bucket.is_last():
+            work = dist.all_reduce(one, group=group, async_op=True)
+            return work.get_future().then(lambda _: buffer)
+        fut = torch.futures.Future()
+        fut.set_result(buffer)
+        return fut
+
+    return hook
+
+
 def full_params(model, mode):
     if mode == "ddp":
         return [p.detach() for p in model.parameters()]
@@ -167,11 +215,13 @@ def rank_main(rank, n, a):
     for mode in a.modes:
         for name in a.models:
             models, opts = {}, {}
-            backends = list(groups) + (["floor"] if a.floor and mode == "ddp" else [])
+            backends = list(groups) + (["floor", "synced"] if a.floor and mode == "ddp" else [])
             for b in backends:
                 models[b] = wrap(make_model(name, 1), mode, groups.get(b, groups["gloo"]))
                 if b == "floor":
                     models[b].register_comm_hook(None, no_communication)
+                if b == "synced":
+                    models[b].register_comm_hook(None, synced_no_communication(groups["chorus"]))
                 opts[b] = torch.optim.SGD(models[b].parameters(), lr=0.01, momentum=0.9)
             batches = make_batches(name, rank, 8)
             step_no = {b: 0 for b in backends}
@@ -188,20 +238,32 @@ def rank_main(rank, n, a):
                     step(b)
             times = {b: [] for b in backends}
             cpu = {b: 0 for b in backends}
+            ctx = {b: [0, 0] for b in backends}
             for r in range(a.rounds):
                 for b in (backends if r % 2 == 0 else backends[::-1]):
                     dist.barrier(group=groups["gloo"])
                     c0 = cpu_ns(tids.get(b, set()))
+                    s0 = switches()
                     t0 = time.perf_counter()
                     for _ in range(a.steps):
                         step(b)
                     times[b].append((time.perf_counter() - t0) / a.steps)
                     cpu[b] += cpu_ns(tids.get(b, set())) - c0
+                    s1 = switches()
+                    ctx[b][0] += s1[0] - s0[0]
+                    ctx[b][1] += s1[1] - s0[1]
             if "floor" in times:
-                tf = times["floor"]
+                tf, ts = times["floor"], times["synced"]
+                # Context switches per step of the whole process (every thread), per backend.
+                sw = torch.tensor([c / (a.rounds * a.steps) for b in backends for c in ctx[b]],
+                                  dtype=torch.float64)
+                dist.all_reduce(sw, group=groups["gloo"])
                 floors.append((name, statistics.median(tf),
                                statistics.median(g / f for g, f in zip(times["gloo"], tf)),
-                               statistics.median(c / f for c, f in zip(times["chorus"], tf))))
+                               statistics.median(c / f for c, f in zip(times["chorus"], tf)),
+                               (sw / n).tolist(), statistics.median(ts),
+                               statistics.median(g / f for g, f in zip(times["gloo"], ts)),
+                               statistics.median(c / f for c, f in zip(times["chorus"], ts))))
             diff = 0.0
             for pg, pc in zip(full_params(models["gloo"], mode), full_params(models["chorus"], mode)):
                 diff = max(diff, ((pg - pc).abs().max() / pg.abs().max().clamp_min(1e-30)).item())
@@ -248,10 +310,14 @@ def rank_main(rank, n, a):
             print("\nDDP with no communication (--floor), same rounds; medians of the rounds' "
                   "ratios:")
             print("| model | floor ms/step | gloo / floor (the most a backend could gain) | "
-                  "chorus / floor |")
-            print("|---|---:|---:|---:|")
-            for name, tf, gf, cf in floors:
-                print(f"| {name} | {tf * 1e3:.1f} | {gf:.2f}x | {cf:.2f}x |")
+                  "chorus / floor | synced floor ms/step | gloo / synced | chorus / synced | "
+                  "context switches/step, voluntary + involuntary, gloo / chorus / floor / "
+                  "synced |")
+            print("|---|---:|---:|---:|---:|---:|---:|---|")
+            for name, tf, gf, cf, sw, ts, gs, cs_ in floors:
+                cs = " / ".join(f"{sw[i]:.0f}+{sw[i + 1]:.0f}" for i in (0, 2, 4, 6))
+                print(f"| {name} | {tf * 1e3:.1f} | {gf:.2f}x | {cf:.2f}x | {ts * 1e3:.1f} | "
+                      f"{gs:.2f}x | {cs_:.2f}x | {cs} |")
         if profiled:
             from ddp_step_profile import print_table
 
