@@ -43,8 +43,9 @@ bool asymFenceReady();
 inline void asymLightFence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 /// The slow side: a full barrier on this thread and on every running thread of every
-/// registered process before it returns. Only where asymFenceReady(); falls back to a
-/// plain full fence (which then pairs only with full fences) if the call fails.
+/// registered process before it returns. Only where asymFenceReady(). (Should the call
+/// fail where the query offered it, never seen, a doorbell's sleeper still wakes at its
+/// 10 ms slice and looks again: a late wake-up, not a hang.)
 void asymHeavyFence();
 
 }  // namespace chorus

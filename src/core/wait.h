@@ -5,10 +5,11 @@
 // core runs somebody else's work) or an oversubscribed one (the peer waits for this very
 // core). Then the waiter sleeps on a futex word in shared memory (a "doorbell") that
 // writers ring after they publish — ringing costs one fence and one load unless someone
-// sleeps — and the writer's FUTEX_WAKE runs it again at once: a task that slept keeps its
-// scheduler credit, where one that called sched_yield gives its whole slice away. How long
-// to spin is learnt per communicator from its own waits (WaitPolicy). Every wait has a
-// deadline and watches the communicator's abort flag.
+// sleeps (a load alone on an asymmetric doorbell, whose sleepers pay a membarrier) — and
+// the writer's FUTEX_WAKE runs it again at once: a task that slept keeps its scheduler
+// credit, where one that called sched_yield gives its whole slice away. How long to spin
+// is learnt per communicator from its own waits (WaitPolicy). Every wait has a deadline
+// and watches the communicator's abort flag.
 #pragma once
 
 #include <linux/futex.h>

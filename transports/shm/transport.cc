@@ -123,7 +123,8 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   hdr->nranks = ctx.nranks;
   // Our sleepers issue the heavy asymmetric fence, so peers of registered processes may
   // ring our bell without one (connection.h, lightRing). Set before the name is published.
-  hdr->bell.asymmetric.store(asymFenceReady() ? 1 : 0, std::memory_order_relaxed);
+  hdr->bell.asymmetric.store(opt_.asymmetricBell && asymFenceReady() ? 1 : 0,
+                             std::memory_order_relaxed);
   hdr->magic = kSegmentMagic;
   peers_.assign(static_cast<size_t>(ctx.nranks), Mapping{});
   peers_[static_cast<size_t>(ctx.rank)] = own_;
