@@ -138,6 +138,9 @@ struct ShmOptions {
   /// before anything touches it; null leaves placement to the kernel. The communicator
   /// passes its topology's binding (a no-op on one-node hosts).
   bool (*bindLocal)(void* addr, size_t bytes) = nullptr;
+  /// This rank's sleepers pay the heavy side of an asymmetric fence so that its peers may
+  /// ring its doorbell without a fence, where the process takes part (src/core/asym_fence.h).
+  bool asymmetricBell = true;
 };
 
 struct TcpOptions {

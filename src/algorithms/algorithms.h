@@ -15,7 +15,8 @@
 
 namespace chorus {
 
-/// Runs one collective on the calling thread (the caller holds comm->execMutex).
+/// Runs one collective on the calling thread (the caller holds comm's exec lock: execMutex or
+/// its bias, src/comm/exec_lock.h).
 chorusResult_t runCollective(chorusComm* comm, const CollArgs& args);
 
 /// Runs a batch of sends and receives concurrently (group semantics: no deadlock whatever

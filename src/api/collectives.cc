@@ -5,6 +5,7 @@
 #include "src/api/resolve.h"
 #include "chorus.h"
 #include "src/comm/comm.h"
+#include "src/comm/exec_lock.h"
 #include "kernels/host/host_reduce.h"
 #include "src/core/checks.h"
 #include "src/core/live_handles.h"
@@ -164,6 +165,13 @@ chorusResult_t submit(const Call& c) {
   // one lock; everything else is validated here, then run, queued or recorded in the group.
   const bool blocking = commOk && c.stream == nullptr && c.anyPeer == nullptr &&
                         c.coll != Coll::Send && c.coll != Coll::Recv && !inGroup();
+  if (blocking && enterBiased(c.comm)) {
+    // This thread holds the exec lock's bias: no lock, no activeCalls (src/comm/exec_lock.h).
+    const chorusResult_t r = runBlockingBiased(c.comm, prepareBlocking, &c);
+    if (r != chorusSuccess) commRecordError(c.comm, r);
+    leaveBiased(c.comm);
+    return r;
+  }
   CollArgs args;
   chorusResult_t r = blocking ? chorusSuccess : validate(c, &args);
   if (r != chorusSuccess) {

@@ -8,6 +8,7 @@
 #include "chorus.h"
 #include "src/comm/comm.h"
 #include "src/comm/env_init.h"
+#include "src/comm/exec_lock.h"
 #include "src/comm/reproducible.h"
 #include "src/comm/shrink.h"
 #include "src/comm/split.h"
@@ -198,7 +199,7 @@ static chorusResult_t chorusCommSplitImpl(chorusComm_t comm, int color, int key,
   SplitResult s;
   chorusResult_t r;
   {
-    std::lock_guard<std::mutex> lock(comm->execMutex);
+    const std::unique_lock<std::mutex> lock = lockExec(comm);
     r = splitRendezvous(comm, color, key, &s);
   }
   if (r != chorusSuccess) {
@@ -275,7 +276,7 @@ static chorusResult_t chorusCommShrinkImpl(chorusComm_t comm, const int* exclude
   chorusResult_t r;
   const int64_t start = monotonicNs();
   {
-    std::lock_guard<std::mutex> lock(comm->execMutex);
+    const std::unique_lock<std::mutex> lock = lockExec(comm);
     r = shrinkRendezvous(comm, excluded, bad, &s);
   }
   ft.unlock();
@@ -327,7 +328,7 @@ static chorusResult_t chorusCommFinalizeImpl(chorusComm_t comm) {
   if (comm->initThread.joinable()) comm->initThread.join();
   // Wait for work queued on host streams, then for the operation running now.
   commWaitIdle(comm);
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+  const std::unique_lock<std::mutex> lock = lockExec(comm);
   frDumpIfConfigured(comm, "finalize", false);
   int err = comm->asyncError.load();
   return static_cast<chorusResult_t>(err == chorusInProgress ? chorusSuccess : err);
@@ -339,7 +340,7 @@ CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   CHORUS_CHECK(commCheck(comm, "chorusCommDestroy"));
   if (comm->initThread.joinable()) comm->initThread.join();
   commWaitIdle(comm);  // queued stream work finishes first
-  { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  { const std::unique_lock<std::mutex> lock = lockExec(comm); }
   frDumpIfConfigured(comm, "destroy", false);
   const WaitPolicy& wp = comm->waitPolicy;
   CHORUS_INFO(
@@ -370,7 +371,7 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm) {
   // Wait for calls in flight on other threads and queued stream work: they see the flag
   // and return chorusAborted.
   commWaitIdle(comm);
-  { std::lock_guard<std::mutex> lock(comm->execMutex); }
+  { const std::unique_lock<std::mutex> lock = lockExec(comm); }
   frDumpIfConfigured(comm, "abort", false);
   commFree(comm);
   return chorusSuccess;

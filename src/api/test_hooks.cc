@@ -4,13 +4,14 @@
 #include <mutex>
 
 #include "src/comm/comm.h"
+#include "src/comm/exec_lock.h"
 #include "src/core/checks.h"
 
 extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out) {
   using namespace chorus;
   CHORUS_CHECK(commCheck(comm, "chorusTestLastPlan"));
   if (out == nullptr) CHORUS_FAIL(chorusInvalidArgument, "chorusTestLastPlan: out is NULL");
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+  const std::unique_lock<std::mutex> lock = lockExec(comm);
   const PlanCache::Record& r = comm->plans.record;
   out->seq = r.seq;
   out->coll = collName(r.coll);
@@ -31,5 +32,16 @@ extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRe
   out->ranOrdered = r.ranValid && r.ran.ordered ? 1 : 0;
   out->planBoard = r.plan.board ? 1 : 0;
   out->ranBoard = r.ranValid && r.ran.board ? 1 : 0;
+  return chorusSuccess;
+}
+
+extern "C" chorusResult_t chorusTestExecBias(chorusComm_t comm, int* state, int* ownedByCaller) {
+  using namespace chorus;
+  CHORUS_CHECK(commCheck(comm, "chorusTestExecBias"));
+  if (!state || !ownedByCaller)
+    CHORUS_FAIL(chorusInvalidArgument, "chorusTestExecBias: state or ownedByCaller is NULL");
+  *state = comm->execBias.state.load(std::memory_order_relaxed);
+  *ownedByCaller = *state == ExecBias::kBiased &&
+                   comm->execBias.owner.load(std::memory_order_relaxed) == execThreadId();
   return chorusSuccess;
 }

@@ -40,6 +40,11 @@ typedef struct {
 
 CHORUS_API chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out);
 
+/// The exec lock's bias (src/comm/exec_lock.h), read without taking the lock: 0 no thread
+/// holds it yet, 1 the thread that made the blocking calls holds it, 2 revoked (or never
+/// taken: no asymmetric fences here). *ownedByCaller: 1 if the calling thread holds it.
+CHORUS_API chorusResult_t chorusTestExecBias(chorusComm_t comm, int* state, int* ownedByCaller);
+
 #ifdef __cplusplus
 }
 #endif

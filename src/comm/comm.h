@@ -26,6 +26,16 @@
 
 namespace chorus {
 
+/// The exec lock's bias (src/comm/exec_lock.h): which thread owns it, whether it still
+/// holds, and whether the owner is inside a call. Its own line: the owner writes `busy`
+/// twice a call.
+struct alignas(64) ExecBias {
+  static constexpr int kNone = 0, kBiased = 1, kRevoked = 2;
+  std::atomic<int> state{kNone};  ///< changed only under execMutex; kRevoked is final
+  std::atomic<uintptr_t> owner{0};
+  std::atomic<int> busy{0};
+};
+
 /// A user op made by chorusRedOpCreatePreMulSum.
 struct UserOp {
   bool inUse = false;
@@ -204,9 +214,14 @@ struct chorusComm {
   std::mutex userOpsMutex;
 
   /// Serializes operations on this communicator (a blocking call and a stream worker
-  /// must not interleave their slots).
+  /// must not interleave their slots). Taken through lockExec (src/comm/exec_lock.h),
+  /// which first revokes the bias below from any thread but its owner. "Under execMutex"
+  /// in this file means under the exec lock: the mutex, or the bias for its owner.
   std::mutex execMutex;
-  chorus::LastCall lastCall;  // under execMutex
+  /// The exec lock biased to the one thread that makes the blocking calls: that thread's
+  /// calls take neither execMutex nor activeCalls (src/comm/exec_lock.h).
+  chorus::ExecBias execBias;
+  chorus::LastCall lastCall;  // under the exec lock (execMutex or its bias)
   uint64_t opCount = 0;       // sequence number of collectives, for messages and checks
   uint64_t p2pCount = 0;      // sequence number of sends and receives (counted apart: ranks
                               // legitimately make different numbers of them)

@@ -222,6 +222,12 @@ chorusResult_t connectTransports(chorusComm* comm) {
   ctx.exchange = &exchange;
   ctx.linkFailure = &comm->linkFailure;
   fillTransportOptions(&ctx, comm->timeoutNs);
+  // Where this rank's kernel runs more of its ranks than it gives them CPUs, waits sleep
+  // all the time (crowded mode: no spin, a short yield, then the doorbell), and each sleep
+  // on an asymmetric doorbell pays a membarrier whose IPIs reach the other ranks' CPUs:
+  // np 4 on 2 CPUs, 512 B-4 KiB all-reduce and broadcast ran up to 1.3x slower with it
+  // (docs/PERF.md #perf-asym-fence). There the writers keep their fence.
+  ctx.shm.asymmetricBell = !(comm->localRanks > comm->ncpus || comm->kernelCrowded);
   // "auto": where one kernel runs every rank, tcp links are virtual (veth, loopback) with no
   // bottleneck queue to pace for, and a pacing congestion control (BBR) sends from timers on
   // any CPU so segments arrive out of order and are resent (docs/PERF.md "TCP, third

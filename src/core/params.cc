@@ -175,6 +175,10 @@ const ParamInfo kParams[] = {
      "adds in rank order, the same bits whatever the algorithm, protocol, slot size, "
      "transport or host layout for a given world size (docs/REPRODUCIBLE.md); 0: the fastest "
      "plan. chorusConfig_t::reproducible overrides it per communicator; every rank must agree."},
+    {"CHORUS_ASYM_FENCE", "1",
+     "1: where the kernel offers membarrier's global expedited command, the shared-memory "
+     "doorbells and a communicator's calls from one thread pay no store-load fence per call "
+     "(a sleeper or another thread pays a membarrier instead); 0: full fences on both sides."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -69,6 +69,7 @@ enum class Param : int {
   TcpSendFromUser,     // CHORUS_TCP_SEND_FROM_USER
   SpinStreamNs,        // CHORUS_SPIN_STREAM_NS
   Reproducible,        // CHORUS_REPRODUCIBLE
+  AsymFence,           // CHORUS_ASYM_FENCE
   Count
 };
 

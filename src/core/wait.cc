@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/core/asym_fence.h"
+
 namespace chorus {
 
 namespace {
@@ -253,6 +255,9 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     }
     uint32_t seen = bell->seq.load(std::memory_order_acquire);
     bell->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // Writers that ring this bell light (no fence: ringDoorbellLight) are ordered against
+    // the count above by the heavy side of the asymmetric fence, before the last look.
+    if (bell->asymmetric.load(std::memory_order_relaxed) != 0) asymHeavyFence();
     if (ready(arg)) {
       bell->sleepers.fetch_sub(1, std::memory_order_relaxed);
       break;

@@ -5,10 +5,11 @@
 // core runs somebody else's work) or an oversubscribed one (the peer waits for this very
 // core). Then the waiter sleeps on a futex word in shared memory (a "doorbell") that
 // writers ring after they publish — ringing costs one fence and one load unless someone
-// sleeps — and the writer's FUTEX_WAKE runs it again at once: a task that slept keeps its
-// scheduler credit, where one that called sched_yield gives its whole slice away. How long
-// to spin is learnt per communicator from its own waits (WaitPolicy). Every wait has a
-// deadline and watches the communicator's abort flag.
+// sleeps (a load alone on an asymmetric doorbell, whose sleepers pay a membarrier) — and
+// the writer's FUTEX_WAKE runs it again at once: a task that slept keeps its scheduler
+// credit, where one that called sched_yield gives its whole slice away. How long to spin
+// is learnt per communicator from its own waits (WaitPolicy). Every wait has a deadline
+// and watches the communicator's abort flag.
 #pragma once
 
 #include <linux/futex.h>
@@ -118,11 +119,16 @@ struct WaitCtx {
 /// cache line says where its rank last waited (its CPU + 1; 0: not known yet), written only
 /// when that changes, so a peer can tell "my peer is queued on my own CPU: spinning only
 /// keeps it off" without touching the line writers check after every publish.
+///
+/// `asymmetric` (set by the owner before any writer sees the bell, never changed): the
+/// owner's sleepers issue the heavy asymmetric fence after counting themselves
+/// (asym_fence.h), so a writer of a registered process may ring with ringDoorbellLight.
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> seq;
   std::atomic<uint32_t> sleepers;
   std::atomic<int64_t> rangNs;  ///< when a writer last woke a sleeper (CLOCK_MONOTONIC)
-  char pad[48];
+  std::atomic<uint32_t> asymmetric;
+  char pad[44];
   std::atomic<int32_t> cpuPlusOne;
   char pad2[60];
 };
@@ -136,16 +142,34 @@ inline int64_t nowNs() {
 
 inline void cpuRelax() { __builtin_ia32_pause(); }
 
-/// Wakes whoever sleeps on `bell`. Call after publishing (the fence orders the publish
-/// before the sleeper check, pairing with the fence in waitUntil).
-inline void ringDoorbell(Doorbell* bell) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+/// The sleeper check and wake-up of ringDoorbell, after its fence.
+inline void wakeSleepers(Doorbell* bell) {
   if (__builtin_expect(bell->sleepers.load(std::memory_order_relaxed) != 0, 0)) {
     bell->rangNs.store(nowNs(), std::memory_order_relaxed);
     bell->seq.fetch_add(1, std::memory_order_seq_cst);
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell->seq), FUTEX_WAKE, INT_MAX, nullptr,
             nullptr, 0);
   }
+}
+
+/// Wakes whoever sleeps on `bell`. Call after publishing (the fence orders the publish
+/// before the sleeper check, pairing with the sleeper's fence in waitSlow: either the
+/// sleeper sees the publish before it sleeps, or the writer sees the sleeper).
+inline void ringDoorbell(Doorbell* bell) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  wakeSleepers(bell);
+}
+
+/// ringDoorbell with a compiler barrier for the fence: only from a process where
+/// asymFenceReady() and on a bell whose `asymmetric` flag is set. Its sleepers issue
+/// asymHeavyFence between counting themselves and their last look, which forces a full
+/// barrier on this thread at some point of its program: before the publish (then the
+/// sleeper count is loaded after the sleeper's store and is seen) or after it (then the
+/// publish is visible before the sleeper's last look). So no wake-up is lost, and the
+/// publish's stores drain from the store buffer while the caller goes on.
+inline void ringDoorbellLight(Doorbell* bell) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  wakeSleepers(bell);
 }
 
 /// Wakes every thread sleeping on `bell`, registered as a sleeper or about to be (an

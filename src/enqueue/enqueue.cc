@@ -5,6 +5,7 @@
 
 #include "src/algorithms/algorithms.h"
 #include "src/comm/comm.h"
+#include "src/comm/exec_lock.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "src/enqueue/stream.h"
@@ -87,7 +88,7 @@ void groupByComm(const std::vector<Op>& ops, Batches* batches) {
 bool inGroup() { return tlsGroup.depth > 0; }
 
 chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+  const std::unique_lock<std::mutex> lock = lockExec(comm);
   if (comm->abortFlag.load(std::memory_order_relaxed)) {
     for (const Op& op : ops) comm->flight->finish(op.args.frId, chorusAborted);
     CHORUS_FAIL(chorusAborted, "rank %d: communicator was aborted", comm->rank);
@@ -107,8 +108,8 @@ chorusResult_t executeBatch(chorusComm* comm, const std::vector<Op>& ops) {
 
 namespace {
 
-// Under comm->execMutex, on the calling thread: the call runs now unless the communicator
-// was aborted (then its flight recorder entry is closed as aborted).
+// Under comm's exec lock (execMutex or its bias), on the calling thread: the call runs now
+// unless the communicator was aborted (then its flight recorder entry is closed as aborted).
 chorusResult_t runUnlessAborted(chorusComm* comm, const CollArgs& args) {
   if (comm->abortFlag.load(std::memory_order_relaxed)) {
     comm->flight->finish(args.frId, chorusAborted);
@@ -130,7 +131,7 @@ chorusResult_t enqueueOp(const Op& call) {
     return chorusSuccess;
   }
   if (op.stream == nullptr) {
-    std::lock_guard<std::mutex> lock(op.comm->execMutex);
+    const std::unique_lock<std::mutex> lock = lockExec(op.comm);
     return runUnlessAborted(op.comm, op.args);
   }
   if (op.stream->device != nullptr)  // a wrapped CUDA stream (DeviceExecutor, stream.h)
@@ -155,13 +156,18 @@ chorusResult_t enqueueOp(const Op& call) {
   return pushed;
 }
 
-chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx) {
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+chorusResult_t runBlockingBiased(chorusComm* comm, PrepareFn prepare, const void* ctx) {
   CollArgs args;
   CHORUS_CHECK(prepare(ctx, &args));
   args.frId = comm->flight->enqueue(static_cast<int>(args.coll), args.type, args.count, args.op,
                                     args.root, true);
   return runUnlessAborted(comm, args);
+}
+
+chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx) {
+  const std::unique_lock<std::mutex> lock = lockExec(comm);
+  claimExecBias(comm);  // this thread's next blocking calls may skip the lock
+  return runBlockingBiased(comm, prepare, ctx);
 }
 
 chorusResult_t groupStart() {

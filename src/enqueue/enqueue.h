@@ -22,7 +22,10 @@ chorusResult_t enqueueOp(const Op& op);
 /// communicator's exec lock: `prepare(ctx, &args)` validates (or reuses the last call's
 /// validation, chorusComm::lastCall, which that lock guards) first; its failure is returned.
 using PrepareFn = chorusResult_t (*)(const void* ctx, CollArgs* args);
+/// The first such call takes the lock's bias for its thread (src/comm/exec_lock.h).
 chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx);
+/// runBlocking for the thread that entered by the bias (enterBiased), without the lock.
+chorusResult_t runBlockingBiased(chorusComm* comm, PrepareFn prepare, const void* ctx);
 
 chorusResult_t groupStart();
 chorusResult_t groupEnd();

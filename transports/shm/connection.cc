@@ -72,7 +72,7 @@ void ShmSendConn::post(size_t bytes) {
                    __ATOMIC_RELAXED);
   ++head_;
   v_.ctrl->head.head.store(head_, std::memory_order_release);
-  ringDoorbell(v_.remoteBell);
+  ringPeer(v_);
 }
 
 chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx& w) {
@@ -105,7 +105,7 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
     char* buf = v_.ll + v_.geo.llLongOffset(seq);
     std::memcpy(buf, src, bytes);
     flagAt(buf, llLongFlagOffset(v_.geo.llMax))->store(flag, std::memory_order_release);
-    ringDoorbell(v_.remoteBell);
+    ringPeer(v_);
     return chorusSuccess;
   }
   char* buf = v_.ll + v_.geo.llShortOffset(seq);
@@ -118,7 +118,7 @@ chorusResult_t ShmSendConn::sendLL(const void* data, size_t bytes, const WaitCtx
   const size_t rest = bytes - i * kLlLineData;
   if (rest) std::memcpy(buf + i * kLlLineBytes, src + i * kLlLineData, rest);
   flagAt(buf, llLineFlagOffset(i))->store(flag, std::memory_order_release);
-  ringDoorbell(v_.remoteBell);
+  ringPeer(v_);
   return chorusSuccess;
 }
 
@@ -153,7 +153,7 @@ bool ShmRecvConn::test(const void** slot, size_t* bytes) {
 void ShmRecvConn::release() {
   ++tail_;
   v_.ctrl->tail.tail.store(tail_, std::memory_order_release);
-  ringDoorbell(v_.remoteBell);
+  ringPeer(v_);
 }
 
 chorusResult_t ShmRecvConn::awaitLL(uint64_t seq, size_t bytes, char** at, const WaitCtx& w) {
@@ -188,7 +188,7 @@ chorusResult_t ShmRecvConn::waitLL(const void** data, size_t bytes, const WaitCt
 void ShmRecvConn::releaseLL() {
   ++llSeq_;
   v_.ctrl->llAck.consumed.store(llSeq_, std::memory_order_release);
-  ringDoorbell(v_.remoteBell);
+  ringPeer(v_);
 }
 
 chorusResult_t ShmRecvConn::recvLL(void* dst, size_t bytes, const WaitCtx& w) {

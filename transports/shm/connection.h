@@ -19,7 +19,18 @@ struct ConnView {
   Doorbell* remoteBell;
   int peerPid;  // the other end's process (same host): waits notice when it dies
   int peerRank;
+  /// Ring remoteBell without a fence (ringDoorbellLight): this process takes part in
+  /// asymmetric fences and the peer's sleepers issue the heavy one (its bell says so).
+  bool lightRing = false;
 };
+
+/// Wakes the peer after a publish (its doorbell), with or without a fence (lightRing).
+inline void ringPeer(const ConnView& v) {
+  if (v.lightRing)
+    ringDoorbellLight(v.remoteBell);
+  else
+    ringDoorbell(v.remoteBell);
+}
 
 /// chorusRemoteError naming the peer once its process is gone (ConnView::peerPid).
 chorusResult_t peerCheck(const ConnView& v, const char* what);

@@ -19,7 +19,11 @@ namespace shm {
 
 constexpr uint64_t kSegmentMagic = 0x43484f5253484d31ull;  // "CHORSHM1"
 constexpr int kMaxDepth = 14;                              // slot sizes share the head's cache line
-constexpr int kLlDepth = 4;        // long LL buffers in flight per connection
+// Long LL buffers in flight per connection. 8 was tried once the doorbell lost its fence
+// (src/core/asym_fence.h; the sender then runs ahead until the ring is full): np 2, far
+// cores, 1 KiB scatter 0.20 us against main's 0.31, but 2 KiB broadcast 0.60 against 0.45
+// and 1 KiB all-reduce 0.65 against 0.52 (docs/PERF.md #perf-asym-fence). Kept at 4.
+constexpr int kLlDepth = 4;
 constexpr int kLlShortDepth = 32;  // short (line) LL buffers in flight per connection
 constexpr size_t kPage = 4096;
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "src/core/asym_fence.h"
 #include "src/core/checks.h"
 #include "src/core/debug.h"
 #include "transports/shm/connection.h"
@@ -120,6 +121,10 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   auto* hdr = static_cast<SegmentHeader*>(base);
   hdr->owner = ctx.rank;
   hdr->nranks = ctx.nranks;
+  // Our sleepers issue the heavy asymmetric fence, so peers of registered processes may
+  // ring our bell without one (connection.h, lightRing). Set before the name is published.
+  hdr->bell.asymmetric.store(opt_.asymmetricBell && asymFenceReady() ? 1 : 0,
+                             std::memory_order_relaxed);
   hdr->magic = kSegmentMagic;
   peers_.assign(static_cast<size_t>(ctx.nranks), Mapping{});
   peers_[static_cast<size_t>(ctx.rank)] = own_;
@@ -182,6 +187,7 @@ chorusResult_t ShmTransport::connect(const TransportContext& ctx, int peer, cons
     v.remoteBell = remote;
     v.peerPid = (*ctx.peers)[static_cast<size_t>(peer)].pid;
     v.peerRank = peer;
+    v.lightRing = asymFenceReady() && remote->asymmetric.load(std::memory_order_relaxed) != 0;
     return v;
   };
   // We write into our area of the peer's segment; the peer writes into its area of ours.
