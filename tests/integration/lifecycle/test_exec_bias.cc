@@ -18,31 +18,11 @@
 
 #include "chorus.h"
 #include "src/api/test_hooks.h"
+#include "tests/integration/lifecycle/thread_ranks.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-template <class F>
-void onRanks(std::vector<chorusComm_t>& comms, F fn) {
-  std::vector<std::thread> t;
-  for (size_t r = 0; r < comms.size(); ++r)
-    t.emplace_back([&, r] { fn(static_cast<int>(r), comms[r]); });
-  for (auto& x : t) x.join();
-}
-
-std::vector<chorusComm_t> initRanks(int n) {
-  chorusUniqueId id;
-  EXPECT_EQ(chorusGetUniqueId(&id), chorusSuccess);
-  std::vector<chorusComm_t> comms(static_cast<size_t>(n), nullptr);
-  onRanks(comms, [&](int r, chorusComm_t&) {
-    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-    cfg.timeoutSeconds = 60;
-    EXPECT_EQ(chorusCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &cfg),
-              chorusSuccess);
-  });
-  return comms;
-}
 
 // `calls` small all-reduces of rank + 1 + k on every rank's own thread, each checked.
 void sumCalls(int rank, chorusComm_t c, int n, int calls) {
@@ -82,7 +62,7 @@ void expectOwnBias(chorusComm_t c) {
 
 TEST(ExecBias, TheCallingThreadTakesItAndAnotherThreadRevokesIt) {
   const int n = 2;
-  auto comms = initRanks(n);
+  auto comms = initThreadRanks(n, 60);
   onRanks(comms, [&](int r, chorusComm_t c) {
     sumCalls(r, c, n, 20);
     expectOwnBias(c);
@@ -116,7 +96,7 @@ TEST(ExecBias, TheCallingThreadTakesItAndAnotherThreadRevokesIt) {
 
 TEST(ExecBias, AStreamsWorkerRevokesIt) {
   const int n = 2;
-  auto comms = initRanks(n);
+  auto comms = initThreadRanks(n, 60);
   onRanks(comms, [&](int r, chorusComm_t c) {
     sumCalls(r, c, n, 5);
     expectOwnBias(c);
@@ -141,7 +121,7 @@ TEST(ExecBias, AStreamsWorkerRevokesIt) {
 // until the owner's call has ended: the record it reads is that call's.
 TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
   const int n = 2;
-  auto comms = initRanks(n);
+  auto comms = initThreadRanks(n, 60);
   std::atomic<int> warm{0};
   std::atomic<bool> ownerDone{false};
   std::thread owner([&] {
@@ -182,7 +162,7 @@ TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
 // only after it has returned.
 TEST(ExecBias, AbortFromAnotherThreadEndsTheOwnersCall) {
   const int n = 2;
-  auto comms = initRanks(n);
+  auto comms = initThreadRanks(n, 60);
   std::atomic<int> warm{0};
   std::atomic<int> result{-1};
   std::thread owner([&] {

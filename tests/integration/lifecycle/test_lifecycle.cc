@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "chorus.h"
+#include "tests/integration/lifecycle/thread_ranks.h"
 
 namespace {
 
@@ -26,28 +27,6 @@ int countChorusShm() {
     closedir(d);
   }
   return n;
-}
-
-// Runs fn(rank, comm) on one thread per rank.
-template <class F>
-void onRanks(std::vector<chorusComm_t>& comms, F fn) {
-  std::vector<std::thread> t;
-  for (size_t r = 0; r < comms.size(); ++r)
-    t.emplace_back([&, r] { fn(static_cast<int>(r), comms[r]); });
-  for (auto& x : t) x.join();
-}
-
-std::vector<chorusComm_t> initWithTimeout(int n, int seconds) {
-  chorusUniqueId id;
-  EXPECT_EQ(chorusGetUniqueId(&id), chorusSuccess);
-  std::vector<chorusComm_t> comms(static_cast<size_t>(n), nullptr);
-  onRanks(comms, [&](int r, chorusComm_t&) {
-    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-    cfg.timeoutSeconds = seconds;
-    EXPECT_EQ(chorusCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &cfg),
-              chorusSuccess);
-  });
-  return comms;
 }
 
 TEST(Lifecycle, NonBlockingInitReportsProgressThenSuccess) {
@@ -79,7 +58,7 @@ TEST(Lifecycle, NonBlockingInitReportsProgressThenSuccess) {
 }
 
 TEST(Lifecycle, AMissingPeerIsATimeoutThatNamesIt) {
-  auto comms = initWithTimeout(2, 1);
+  auto comms = initThreadRanks(2, 1);
   std::vector<float> buf(1000, 1.0f);
   auto t0 = Clock::now();
   // Rank 1 never calls: rank 0 must give up after ~1 s and say whom it waited for.
@@ -95,7 +74,7 @@ TEST(Lifecycle, AMissingPeerIsATimeoutThatNamesIt) {
 }
 
 TEST(Lifecycle, AbortFromAnotherThreadUnblocksACollective) {
-  auto comms = initWithTimeout(2, 120);
+  auto comms = initThreadRanks(2, 120);
   std::atomic<chorusResult_t> result{chorusSuccess};
   std::vector<float> buf(1 << 20, 1.0f);
   std::thread blocked([&] {
@@ -112,7 +91,7 @@ TEST(Lifecycle, AbortFromAnotherThreadUnblocksACollective) {
 }
 
 TEST(Lifecycle, MismatchedCountsAreReportedNotCorrupted) {
-  auto comms = initWithTimeout(2, 5);
+  auto comms = initThreadRanks(2, 5);
   // Sizes above the LL threshold so the ring's piece sizes disagree.
   std::vector<float> a(1 << 20, 1.0f), b(1 << 19, 1.0f);
   std::vector<float> guard(16, 7.0f);
