@@ -41,7 +41,8 @@ struct CmaProbe {
   int firstFail = -1;     // the first peer this rank could not reach (-1: none)
   int error = 0;          // its errno (0: a wrong value was read)
   /// How many times longer the kernel's copy (process_vm_readv) took than a user copy of the
-  /// same cache-resident 256 KiB, the least of all ranks (0: not measured). Measured: 8.2 on
+  /// same cache-resident 256 KiB, the least of all ranks (0: not measured, on some rank not
+  /// asked to time it). Measured: 8.2 on
   /// the AMD EPYC KVM VM where every CMA call lost to the FIFO (docs/PERF.md#perf-cma-probe).
   double kernelSlowdown = 0;
 };
@@ -52,8 +53,11 @@ class PeerAccess {
   /// Every rank of the communicator gathers `bytes` from every rank (rank order) in `data`.
   using AllGather = std::function<chorusResult_t(void* data, size_t bytes)>;
   /// Collective (every rank calls it, all on one host): probes process_vm_readv between
-  /// every pair; `wanted`: this rank allows CMA at all.
-  virtual chorusResult_t probeCma(const AllGather& allGather, bool wanted, CmaProbe* out) = 0;
+  /// every pair; `wanted`: this rank allows CMA at all; `timeCopy`: also time the kernel's
+  /// copy against a user copy (kernelSlowdown), only where a chooser uses the answer (it
+  /// costs 5 copies of 256 KiB each way at every communicator's start).
+  virtual chorusResult_t probeCma(const AllGather& allGather, bool wanted, bool timeCopy,
+                                  CmaProbe* out) = 0;
   /// dst = peer's [ref.addr + off, + bytes). `streaming`: from a mapping (registered), write
   /// dst with streaming stores (an output too large to stay in cache); the kernel's copy
   /// (CMA) writes as it does.

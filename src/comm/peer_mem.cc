@@ -157,7 +157,7 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   CmaProbe probe;
   CHORUS_CHECK(pm.access->probeCma(
       [comm](void* data, size_t bytes) { return comm->bootstrap->allGather(data, bytes); },
-      paramInt(Param::CmaDisable) == 0, &probe));
+      paramInt(Param::CmaDisable) == 0, /*timeCopy=*/cmaMax == "auto", &probe));
   const bool allOk = probe.works, allWanted = probe.allWanted;
   const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;

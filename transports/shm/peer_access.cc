@@ -69,7 +69,8 @@ void ShmPeerAccess::init(const TransportContext& ctx) {
   for (const PeerInfo& p : *ctx.peers) pids_.push_back(p.pid);
 }
 
-chorusResult_t ShmPeerAccess::probeCma(const AllGather& allGather, bool wanted, CmaProbe* out) {
+chorusResult_t ShmPeerAccess::probeCma(const AllGather& allGather, bool wanted, bool timeCopy,
+                                       CmaProbe* out) {
   const int n = static_cast<int>(pids_.size());
   cookie_ = cookieOf(commHash_, rank_);
   struct Probe {
@@ -98,7 +99,8 @@ chorusResult_t ShmPeerAccess::probeCma(const AllGather& allGather, bool wanted, 
     }
   }
   me.ok = me.wanted && firstFail < 0 ? 1 : 0;
-  me.slowdownX100 = me.ok ? static_cast<uint32_t>(std::min(1e6, kernelCopySlowdown() * 100.0)) : 0u;
+  me.slowdownX100 =
+      me.ok && timeCopy ? static_cast<uint32_t>(std::min(1e6, kernelCopySlowdown() * 100.0)) : 0u;
   CHORUS_CHECK(allGather(all.data(), sizeof(Probe)));
   out->works = true;
   out->allWanted = true;

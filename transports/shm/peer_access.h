@@ -20,7 +20,8 @@ class ShmPeerAccess final : public PeerAccess {
   ~ShmPeerAccess() override;
   /// Learns this rank and its peers' processes (at transport setup).
   void init(const TransportContext& ctx);
-  chorusResult_t probeCma(const AllGather& allGather, bool wanted, CmaProbe* out) override;
+  chorusResult_t probeCma(const AllGather& allGather, bool wanted, bool timeCopy,
+                          CmaProbe* out) override;
   chorusResult_t read(int peer, const BufRef& ref, size_t off, void* dst, size_t bytes,
                       bool streaming) override;
   chorusResult_t write(int peer, const BufRef& ref, size_t off, const void* src, size_t bytes,
