@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/bit_digest.h"
+
 namespace {
 
 struct Type {
@@ -48,13 +50,6 @@ const char* collName(Coll c) {
     case Coll::ReduceScatter: return "reduce_scatter";
   }
   return "?";
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64: a value per (seed, rank, index), no state
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 // Element i of `rank`'s input: sign, a mantissa the type holds exactly, and an exponent
@@ -88,12 +83,6 @@ void fill(const Type& t, void* buf, size_t count, uint64_t seed, int rank) {
       }
     }
   }
-}
-
-uint64_t fnv(uint64_t h, const void* p, size_t n) {
-  const auto* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
 }
 
 struct Options {
@@ -186,13 +175,13 @@ class Job {
   int run() {
     const Coll colls[] = {Coll::AllReduce, Coll::AllReduceInPlace, Coll::Reduce,
                           Coll::ReduceScatter};
-    uint64_t all = 0xcbf29ce484222325ull;
+    uint64_t all = kFnvStart;
     int bad = 0;
     for (const Type& t : kTypes) {
       for (Coll c : colls) {
         for (size_t bytes = 8; bytes <= o_.maxBytes; bytes *= 4) {
           for (size_t count : {bytes / t.bytes, bytes / t.bytes + 3}) {
-            uint64_t d = 0xcbf29ce484222325ull;
+            uint64_t d = kFnvStart;
             if (!runCase(c, t, count, &d)) ++bad;
             all = fnv(all, &d, sizeof d);
             if (o_.verbose && (d = gathered(d)) != 0 && rank_ == 0)
@@ -214,7 +203,7 @@ class Job {
     std::vector<uint64_t> every(static_cast<size_t>(n_));
     if (chorusAllGather(&mine, every.data(), 1, chorusUint64, comm_, nullptr) != chorusSuccess)
       return 0;
-    return fnv(0xcbf29ce484222325ull, every.data(), every.size() * sizeof(uint64_t));
+    return fnv(kFnvStart, every.data(), every.size() * sizeof(uint64_t));
   }
 
   chorusComm_t comm_;

@@ -39,6 +39,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/integration/bit_digest.h"
+
 namespace {
 
 // ---------------------------------------------------------------------- options ----------
@@ -115,13 +117,6 @@ Options parse(int argc, char** argv) {
 }
 
 // ------------------------------------------------------------ the reference's numbers ----
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 uint32_t floatBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -306,15 +301,10 @@ struct Buffer {  // plain (malloc) or chorusMemAlloc'd and registered on the com
 struct Rank {
   chorusComm_t comm = nullptr;
   int rank = 0, n = 1;
-  uint64_t digest = 1469598103934665603ull;
+  uint64_t digest = kFnvStart;
   long cases = 0, differing = 0, failures = 0;
   std::string firstDiff;
 };
-
-void fnv(uint64_t* h, const void* p, size_t bytes) {
-  const unsigned char* b = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < bytes; ++i) *h = (*h ^ b[i]) * 1099511628211ull;
-}
 
 // Runs one case on this rank and compares its part of the result with the reference.
 bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
@@ -356,7 +346,7 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
   }
   if (c.coll == Coll::Reduce && rank != c.root) return true;  // nothing of ours to check
   ++me.cases;
-  fnv(&me.digest, outp, outCount * es);
+  me.digest = fnv(me.digest, outp, outCount * es);
   // The rank-order reference of every element we hold.
   const Arith ar{c.type, c.op, n};
   const size_t base = c.coll == Coll::ReduceScatter ? static_cast<size_t>(rank) * c.count : 0;
@@ -516,8 +506,7 @@ int finish(Rank& me, const Options& o, long fails) {
   if (!me.firstDiff.empty() && (o.exact || me.rank == 0))
     std::fprintf(stderr, "repro_check: %s%s\n",
                  o.exact ? "FAIL: " : "first difference: ", me.firstDiff.c_str());
-  uint64_t all = 1469598103934665603ull;
-  fnv(&all, digests.data(), digests.size() * 8);
+  const uint64_t all = fnv(kFnvStart, digests.data(), digests.size() * 8);
   if (me.rank == 0) {
     const char* env = std::getenv("CHORUS_REPRODUCIBLE");
     std::printf(

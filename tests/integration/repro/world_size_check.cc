@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/integration/bit_digest.h"
+
 namespace {
 
 // A float16 as an integer number of 2^-24 (exact: every finite float16 is one, below 2^40).
@@ -56,13 +58,6 @@ uint16_t unitsToHalf(int64_t k) {
   return static_cast<uint16_t>(sign | (e << 10) | (q & 0x3ff));
 }
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Mixed magnitudes: exponent fields 0 (subnormal) .. 26 (below 2^12), random mantissa and sign.
 uint16_t value(uint64_t seed, size_t i, int which) {
   const uint64_t r = mix(seed ^ (i * 2 + static_cast<uint64_t>(which)) * 0x2545f4914f6cdd1dull);
@@ -85,11 +80,6 @@ uint16_t contribution(uint64_t seed, size_t i, int n, int r) {
       return parts[r];
     }
   }
-}
-
-void fnv(uint64_t* h, const void* p, size_t bytes) {
-  const auto* c = static_cast<const unsigned char*>(p);
-  for (size_t i = 0; i < bytes; ++i) *h = (*h ^ c[i]) * 0x100000001b3ull;
 }
 
 }  // namespace
@@ -116,7 +106,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const uint64_t seed = 36;
-  uint64_t digest = 0xcbf29ce484222325ull;
+  uint64_t digest = kFnvStart;
   long wrong = 0;
   for (size_t count : {size_t{7}, size_t{4099}, size_t{70001}}) {
     std::vector<uint16_t> in(count), out(count);
@@ -148,7 +138,7 @@ int main(int argc, char** argv) {
                        "correctly rounded sum 0x%04x\n",
                        rank, n, count, i, out[i], want);
       }
-    fnv(&digest, out.data(), count * sizeof(uint16_t));
+    digest = fnv(digest, out.data(), count * sizeof(uint16_t));
   }
   if (rank == 0) std::printf("digest %016" PRIx64 "\n", digest);
   chorusCommDestroy(comm);
