@@ -42,8 +42,8 @@ struct CmaProbe {
   int error = 0;          // its errno (0: a wrong value was read)
   /// How many times longer the kernel's copy (process_vm_readv) took than a user copy of the
   /// same cache-resident 256 KiB, the least of all ranks (0: not measured, on some rank not
-  /// asked to time it). Measured: 8.2 on
-  /// the AMD EPYC KVM VM where every CMA call lost to the FIFO (docs/PERF.md#perf-cma-probe).
+  /// asked to time it). Measured: 8.2 on the AMD EPYC KVM VM where every CMA call lost to the
+  /// FIFO (docs/PERF.md#perf-cma-probe).
   double kernelSlowdown = 0;
 };
 

@@ -137,7 +137,8 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   // timed: as auto, but every size times both ways from its first calls whatever the probe
   // below says (the tests that exercise the switches between the two ways).
   const std::string& cmaMax = paramString(Param::CmaMax);
-  pm.cmaAuto = cmaMax == "auto" || cmaMax == "timed";
+  const bool startFromProbe = cmaMax == "auto";  // the one setting that uses the timing below
+  pm.cmaAuto = startFromProbe || cmaMax == "timed";
   const int64_t lim = pm.cmaAuto ? -1 : paramInt(Param::CmaMax);
   pm.cmaLimit = lim < 0 ? SIZE_MAX : static_cast<size_t>(lim);
   pm.cma = false;
@@ -157,11 +158,11 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   CmaProbe probe;
   CHORUS_CHECK(pm.access->probeCma(
       [comm](void* data, size_t bytes) { return comm->bootstrap->allGather(data, bytes); },
-      paramInt(Param::CmaDisable) == 0, /*timeCopy=*/cmaMax == "auto", &probe));
+      paramInt(Param::CmaDisable) == 0, /*timeCopy=*/startFromProbe, &probe));
   const bool allOk = probe.works, allWanted = probe.allWanted;
   const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;
-  const bool cmaSlow = pm.cma && cmaMax == "auto" && probe.kernelSlowdown >= kCmaHopeless;
+  const bool cmaSlow = pm.cma && startFromProbe && probe.kernelSlowdown >= kCmaHopeless;
   if (cmaSlow) pm.copyPaths.presume(CopyPath::Fifo);
   // The all-reduce's two ways add in different orders on 3 or more ranks (CMA: each share's
   // owner folds its own input first, then the others' in rank order; the FIFO: the plan's
