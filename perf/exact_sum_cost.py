@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 
+from repro_cost_table import size_name  # the same size names as the repro tables
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 
@@ -34,13 +36,6 @@ SRC = os.path.dirname(HERE)
 def parse_size(s):
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
-
-
-def size_name(b):
-    for unit, n in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= n and b % n == 0:
-            return f"{b // n} {unit}"
-    return f"{b} B"
 
 
 # (name, [(datatype, op, bytes as a multiple of S)], the baseline's name)
