@@ -174,9 +174,7 @@ def synced_no_communication(group):
         if bucket.is_last():
             work = dist.all_reduce(one, group=group, async_op=True)
             return work.get_future().then(lambda _: buffer)
-        fut = torch.futures.Future()
-        fut.set_result(buffer)
-        return fut
+        return no_communication(state, bucket)
 
     return hook
 
@@ -258,12 +256,13 @@ def rank_main(rank, n, a):
                 sw = torch.tensor([c / (a.rounds * a.steps) for b in backends for c in ctx[b]],
                                   dtype=torch.float64)
                 dist.all_reduce(sw, group=groups["gloo"])
-                floors.append((name, statistics.median(tf),
-                               statistics.median(g / f for g, f in zip(times["gloo"], tf)),
-                               statistics.median(c / f for c, f in zip(times["chorus"], tf)),
-                               (sw / n).tolist(), statistics.median(ts),
-                               statistics.median(g / f for g, f in zip(times["gloo"], ts)),
-                               statistics.median(c / f for c, f in zip(times["chorus"], ts))))
+
+                def paired(b, ref):  # the median over rounds of b's step over ref's
+                    return statistics.median(x / y for x, y in zip(times[b], ref))
+
+                floors.append((name, statistics.median(tf), paired("gloo", tf),
+                               paired("chorus", tf), (sw / n).tolist(), statistics.median(ts),
+                               paired("gloo", ts), paired("chorus", ts)))
             diff = 0.0
             for pg, pc in zip(full_params(models["gloo"], mode), full_params(models["chorus"], mode)):
                 diff = max(diff, ((pg - pc).abs().max() / pg.abs().max().clamp_min(1e-30)).item())
