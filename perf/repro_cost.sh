@@ -17,6 +17,10 @@
 #       SMALL="-b 8 -e 512K -f 2 -n 200 -w 20"  BIG="-b 1M -e 128M -f 2 -n 10 -w 3"
 #       (two sweeps: many iterations where a call takes microseconds, few where it takes
 #       up to a second; 8 B - 128 MiB in all)
+#       PIN="0 0 1 1" (rank r runs on the CPU in field r + 1, by taskset; "-" leaves a rank
+#       free): where the ranks outnumber the CPUs the ratio follows where the scheduler put
+#       them (docs/PERF.md#perf-r36wait: 2 x 2 namespaced hosts on 2 CPUs, each host's ranks
+#       on one CPU is the default's fast placement), so each placement can be measured alone
 # Example (docs/PERF.md "Reproducible mode: the cost"), each under the exclusive lock:
 #   flock -x -w 1200 /work/measure.lock perf/repro_cost.sh build shm4
 set -euo pipefail
@@ -57,6 +61,14 @@ launcher() {
     *) echo "$0: WHERE is shm2, shm4, tcp2x1 or tcp2x2, not $WHERE" >&2; exit 2 ;;
   esac
 }
+# PIN: each rank execs taskset with its own field of the list (CHORUS_RANK, set by chorusrun).
+pin=()
+if [ -n "${PIN:-}" ]; then
+  # shellcheck disable=SC2016  # the rank's own shell expands them
+  pin=(-x "REPRO_COST_PIN=$PIN" sh -c 'set -f; set -- "$0" "$@"; c=$(echo $REPRO_COST_PIN |
+    cut -d" " -f$((CHORUS_RANK + 1))); if [ -z "$c" ] || [ "$c" = - ]; then exec "$@"; fi
+    exec taskset -c "$c" "$@"')
+fi
 builds=("$BUILD")
 [ -n "$BASE" ] && builds=("$BASE" "$BUILD") && mkdir -p "$OUT/base"
 start=$(date +%s)
@@ -72,8 +84,8 @@ for r in $(seq 1 "$ROUNDS"); do
         for mode in 0 1; do
           echo "[repro_cost] $WHERE round $r/$ROUNDS $coll $part $b CHORUS_REPRODUCIBLE=$mode" >&2
           # shellcheck disable=SC2086
-          "${launch[@]}" -x CHORUS_REPRODUCIBLE=$mode "$b/perf/${coll}_perf" $flags -c 0 \
-            --csv "$dir/$coll.$part.m$mode.r$r.csv" > /dev/null
+          "${launch[@]}" -x CHORUS_REPRODUCIBLE=$mode "${pin[@]}" "$b/perf/${coll}_perf" $flags \
+            -c 0 --csv "$dir/$coll.$part.m$mode.r$r.csv" > /dev/null
         done
       done
     done
@@ -81,7 +93,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 echo "# $WHERE, $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - start )) s, load average" \
   "$(cut -d' ' -f1-3 /proc/loadavg) at the end; $ROUNDS rounds; small: $SMALL; big: $BIG"
-echo "# CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+echo "# CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1)${PIN:+; ranks pinned to CPUs $PIN}"
 if [ -n "$BASE" ]; then
   echo "# base: $BASE"
   python3 "$HERE/repro_cost_table.py" "$OUT/base" $COLLS
