@@ -132,18 +132,31 @@ chorusResult_t validate(const Call& c, CollArgs* out) {
   return chorusSuccess;
 }
 
-// Under the exec lock (runBlocking): the last call's resolved arguments when this call is
-// the same one, else a full validation, remembered for next time.
-chorusResult_t prepareBlocking(const void* ctx, CollArgs* out) {
+// Under the exec lock (runBlocking): the last call's resolved arguments, in place, when
+// this call is the same one, else a full validation into `scratch`, remembered for next
+// time. In place, not copied: the compiler made the copy a `rep movs`, and a profile of
+// the 512 B gather put the call's wait on the first load of a field of the copy (a string
+// store is not forwarded to a later load either: the load waits as below).
+chorusResult_t prepareBlocking(const void* ctx, CollArgs* scratch, CollArgs** out) {
   const Call& c = *static_cast<const Call*>(ctx);
   LastCall& last = c.comm->lastCall;
+  // The caller stored `c` a moment ago, each int on its own; its loads must be of the same
+  // width. Left to itself the compiler compares type and op with one 8-byte load, which the
+  // store buffer cannot forward from two 4-byte stores: the load then waits until every
+  // earlier store has left the buffer, on the LL send path the last call's stores into lines
+  // the peer holds, a cross-core round trip per call (docs/PERF.md#perf-g512). An atomic
+  // load is never widened or merged.
+  const int type = __atomic_load_n(&c.type, __ATOMIC_RELAXED);
+  const int op = __atomic_load_n(&c.op, __ATOMIC_RELAXED);
+  const int root = __atomic_load_n(&c.root, __ATOMIC_RELAXED);
   if (last.valid && last.coll == c.coll && last.sendbuf == c.sendbuf && last.recvbuf == c.recvbuf &&
-      last.count == c.count && last.type == c.type && last.op == c.op && last.root == c.root &&
+      last.count == c.count && last.type == type && last.op == op && last.root == root &&
       !c.comm->abortFlag.load(std::memory_order_relaxed)) {
-    *out = last.args;
+    *out = &last.args;
     return chorusSuccess;
   }
-  CHORUS_CHECK(validate(c, out));
+  CHORUS_CHECK(validate(c, scratch));
+  *out = scratch;
   // User ops can be destroyed (and their slot reused): those calls validate every time.
   last.valid = !isReducing(c.coll) || c.op < chorusNumOps;
   last.coll = c.coll;
@@ -153,7 +166,7 @@ chorusResult_t prepareBlocking(const void* ctx, CollArgs* out) {
   last.type = c.type;
   last.op = c.op;
   last.root = c.root;
-  last.args = *out;
+  last.args = *scratch;
   return chorusSuccess;
 }
 

@@ -157,11 +157,12 @@ chorusResult_t enqueueOp(const Op& call) {
 }
 
 chorusResult_t runBlockingBiased(chorusComm* comm, PrepareFn prepare, const void* ctx) {
-  CollArgs args;
-  CHORUS_CHECK(prepare(ctx, &args));
-  args.frId = comm->flight->enqueue(static_cast<int>(args.coll), args.type, args.count, args.op,
-                                    args.root, true);
-  return runUnlessAborted(comm, args);
+  CollArgs scratch;
+  CollArgs* args = nullptr;
+  CHORUS_CHECK(prepare(ctx, &scratch, &args));
+  args->frId = comm->flight->enqueue(static_cast<int>(args->coll), args->type, args->count,
+                                     args->op, args->root, true);
+  return runUnlessAborted(comm, *args);
 }
 
 chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx) {

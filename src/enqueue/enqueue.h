@@ -19,9 +19,10 @@ struct Op {
 chorusResult_t enqueueOp(const Op& op);
 
 /// A blocking call (NULL stream, no open group) runs now on the calling thread under the
-/// communicator's exec lock: `prepare(ctx, &args)` validates (or reuses the last call's
-/// validation, chorusComm::lastCall, which that lock guards) first; its failure is returned.
-using PrepareFn = chorusResult_t (*)(const void* ctx, CollArgs* args);
+/// communicator's exec lock: `prepare(ctx, &scratch, &args)` validates into scratch, or
+/// points args at the last call's validation (chorusComm::lastCall, which that lock guards,
+/// reused in place: the runner sets its frId), first; its failure is returned.
+using PrepareFn = chorusResult_t (*)(const void* ctx, CollArgs* scratch, CollArgs** args);
 /// The first such call takes the lock's bias for its thread (src/comm/exec_lock.h).
 chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx);
 /// runBlocking for the thread that entered by the bias (enterBiased), without the lock.
