@@ -26,16 +26,10 @@ constexpr size_t kScatterLLMax = 1024;
 // power-of-two sizes up to 256 KiB, whose plans are logged per power-of-two bucket.
 constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 
-// Largest crowded same-host all-reduce below the boards that takes the ordered exchange
-// (choosePlan's crowded rule): where it was level or ahead of the boards both quiet and beside
-// two busy processes (np 4 on 2 CPUs, AMD EPYC Zen 5; at 1 MiB it lost beside them).
+// Largest crowded same-host all-reduce that takes the ordered exchange (choosePlan's crowded
+// rule): where it was level or ahead of the boards both quiet and beside two busy processes
+// (np 4 on 2 CPUs, AMD EPYC Zen 5; at 1 MiB it lost beside them).
 constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
-
-// Above what the boards take (two board buffers) and up to this size, the crowded same-host
-// all-reduce takes the ordered exchange again instead of the ring (choosePlan's crowded rule
-// says why; np 4 on 2 CPUs, AMD EPYC Zen 5, docs/PERF.md#perf-np4far2). Not 4 MiB: there
-// the exchange's 16 rounds took twice the ring's time beside two busy processes.
-constexpr size_t kCrowdedOrderedLargeMaxBytes = 2 << 20;
 
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
@@ -137,19 +131,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // busy processes, so the boards keep it. The same rank order as the boards (each element's n
   // inputs added once, by one loop over r = 0..n-1): the bits of every run stay the same
   // (docs/REPRODUCIBLE.md).
-  // Again above the boards' two buffers, up to kCrowdedOrderedLargeMaxBytes, instead of the
-  // ring: the ring's 2(n - 1) hand-offs per piece each wait for one particular rank, a chain
-  // that crosses between the cores wherever neighbours sit apart, where the exchange waits
-  // twice a round for whichever peers ran; far apart, a crossing costs 4-5x. Measured (np 4
-  // on 2 CPUs, AMD EPYC Zen 5, paired rounds, docs/PERF.md#perf-np4far2): 2 MiB 0.68-0.79x
-  // the ring's time where the vCPUs sat on far-apart dies (Intel MPI's time over ours from
-  // 0.73-0.93 to 1.18-1.24), 1.03-1.09x where near (1.40-1.43 of Intel MPI's after).
-  const bool orderedSmall =
-      bytes <= kCrowdedOrderedMaxBytes && (k.boardBytes == 0 || bytes <= k.boardBytes);
-  const bool orderedLarge =
-      k.boardBytes > 0 && bytes > 2 * k.boardBytes && bytes <= kCrowdedOrderedLargeMaxBytes;
   if (crowdedHost && coll == Coll::AllReduce && bytes > k.llBytes &&
-      (orderedSmall || orderedLarge)) {
+      bytes <= kCrowdedOrderedMaxBytes && (k.boardBytes == 0 || bytes <= k.boardBytes)) {
     PlanKnobs asReproducible = k;  // the mode's plan, in either mode
     asReproducible.reproducible = true;
     PlanCall anyOp = call;

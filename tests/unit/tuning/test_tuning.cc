@@ -672,10 +672,9 @@ TEST(ChoosePlan, TwoRanksAllReduceOnSharedMemoryRunsDirectBelow512K) {
 
 // The same, where the transport has shared boards (transports/board.h): all-reduce above
 // the LL threshold takes the ordered exchange while the call fits one board buffer (up to
-// 512 KiB), runs on the boards where it needs two, and takes the ordered exchange again
-// above that up to 2 MiB; all-gather above the tables' direct/LL runs on the boards while a
-// rank's block fits two board buffers; larger, the ring. Not crowded, two ranks, not one
-// host, no boards, or the ring named: as before.
+// 512 KiB), and runs on the boards where it needs two; all-gather above the tables'
+// direct/LL runs on the boards while a rank's block fits two board buffers; larger, the
+// ring. Not crowded, two ranks, not one host, no boards, or the ring named: as before.
 TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   const size_t K = 1024;
   chorus::PlanKnobs k;
@@ -708,19 +707,8 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   }
   EXPECT_EQ(plan(kAll, 1024 * K, AR).pieceBytes, 512 * K);  // two pieces
   EXPECT_EQ(plan(kAll, 600 * K, AR).pieceBytes, 300 * K);   // two equal pieces
-  // Above two buffers, up to 2 MiB: the ordered exchange.
-  for (size_t b : {1024 * K + 64, 1536 * K, 2048 * K}) {
-    EXPECT_FALSE(plan(kAll, b, AR).board) << b;
-    EXPECT_TRUE(plan(kAll, b, AR).ordered) << b;
-    EXPECT_EQ(plan(kAll, b, AR).algo, Algo::Direct) << b;
-    EXPECT_EQ(plan(kAll, b, AR).pieceBytes, 64 * K) << b;  // the mode's crowded rounds
-  }
-  EXPECT_FALSE(plan(kAll, 2048 * K + 64, AR).ordered);  // above 2 MiB: the ring
-  EXPECT_FALSE(plan(kAll, 2048 * K + 64, AR).board);
-  EXPECT_EQ(plan(kAll, 2048 * K + 64, AR).algo, Algo::Ring);
-  EXPECT_EQ(plan(kAll, 4096 * K, AR).algo, Algo::Ring);
-  EXPECT_FALSE(plan(R, 2048 * K, AR).ordered);  // ring named: the ring
-  EXPECT_EQ(plan(R, 2048 * K, AR).algo, Algo::Ring);
+  EXPECT_FALSE(plan(kAll, 2048 * K, AR).board);             // four pieces: the ring
+  EXPECT_EQ(plan(kAll, 2048 * K, AR).algo, Algo::Ring);
   EXPECT_FALSE(plan(kAll, 16 * K, AR).board);  // LL-sized: direct/LL as before
   EXPECT_FALSE(plan(kAll, 16 * K, AR).ordered);
   EXPECT_EQ(plan(kAll, 16 * K, AR).proto, Proto::LL);
@@ -731,7 +719,6 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   EXPECT_TRUE(plan(kAll, 8 * K, AR).ordered);
   EXPECT_TRUE(plan(kAll, 12 * K, AR).board);
   EXPECT_EQ(plan(kAll, 12 * K, AR).pieceBytes, 6 * K);
-  EXPECT_TRUE(plan(kAll, 16 * K + 64, AR).ordered);  // above two: the exchange again
   k.llBytes = 16 * K;
   k.slotBytes = k.boardBytes = 512 * K;
   // All-gather: blocks (a quarter of the result at np 4) of up to two buffers.
@@ -750,17 +737,14 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   k.crowded = false;
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
-  EXPECT_FALSE(plan(kAll, 2048 * K, AR).ordered);
   k.crowded = true;
   k.boardBytes = 0;  // no boards: the ordered exchange or the FIFOs, and the ring
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
-  EXPECT_FALSE(plan(kAll, 2048 * K, AR).ordered);
   k.boardBytes = 512 * K;
   k.nranks = 2;
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
-  EXPECT_FALSE(plan(kAll, 2048 * K, AR).ordered);
 }
 
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
