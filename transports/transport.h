@@ -28,6 +28,7 @@ namespace chorus {
 
 class PeerAccess;   // transports/peer_access.h
 class SharedBoard;  // transports/board.h
+class PairCells;    // transports/pair_cells.h
 
 /// What every rank publishes about itself during init.
 struct PeerInfo {
@@ -141,6 +142,8 @@ struct ShmOptions {
   /// This rank's sleepers pay the heavy side of an asymmetric fence so that its peers may
   /// ring its doorbell without a fence, where the process takes part (src/core/asym_fence.h).
   bool asymmetricBell = true;
+  /// CHORUS_PAIR_CELLS: a two-rank segment carries a pair cell (transports/pair_cells.h).
+  bool pairCells = true;
 };
 
 struct TcpOptions {
@@ -226,6 +229,9 @@ class Transport {
   /// Boards every rank writes once and every same-host peer reads (transports/board.h),
   /// once every rank is connected; null where the transport has none.
   virtual SharedBoard* sharedBoard() { return nullptr; }
+  /// Two cells the two ranks of a two-rank communicator swap at every exchange
+  /// (transports/pair_cells.h), once both are connected; null where the transport has none.
+  virtual PairCells* pairCells() { return nullptr; }
 };
 
 }  // namespace chorus

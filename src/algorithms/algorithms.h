@@ -110,6 +110,14 @@ chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const P
 /// Every rank's block through the shared boards (src/algorithms/board.cc): pieces of
 /// plan.pieceBytes, at most a board buffer.
 chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+/// Two ranks on one host with pair cells (comm->peerMem.pair; src/algorithms/pair.cc): the
+/// FIFO schedules of all-gather and all-to-all, through the cells instead.
+bool pairRuns(const chorusComm* comm);
+chorusResult_t allGatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t allToAllPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+chorusResult_t allReduceTwoRanksPair(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                     Prims& p);
+chorusResult_t allReduceRingPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

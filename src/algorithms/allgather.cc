@@ -63,6 +63,7 @@ chorusResult_t allGatherRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   if (plan.algo != Algo::Ring)
     return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(n));
   noteRan(comm, Algo::Ring, Proto::Simple);
+  if (pairRuns(comm)) return allGatherPair(comm, a, plan, p);  // two ranks: the pair cells
   // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllGather, blockBytes, block(rank) == in,
                            allGatherRing);

@@ -261,6 +261,7 @@ chorusResult_t allReduceDirectFifo(chorusComm* comm, const CollArgs& a, const Pl
                                    Prims& p) {
   noteRan(comm, Algo::Direct, Proto::Simple);
   const int n = comm->nranks, rank = comm->rank;
+  if (n == 2 && pairRuns(comm)) return allReduceTwoRanksPair(comm, a, plan, p);
   if (n == 2) return allReduceTwoRanks(comm, a, plan, p);
   const size_t elem = p.elemSize();
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
@@ -295,6 +296,7 @@ static chorusResult_t allReduceRingSteps(chorusComm* comm, const CollArgs& a, co
 
 chorusResult_t allReduceRing(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   noteRan(comm, Algo::Ring, Proto::Simple);
+  if (comm->nranks == 2 && pairRuns(comm)) return allReduceRingPair(comm, a, plan, p);
   // Slot stores, chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllReduce, a.count * p.elemSize(),
                            a.sendbuf == a.recvbuf, allReduceRingSteps);

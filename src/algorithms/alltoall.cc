@@ -190,6 +190,7 @@ chorusResult_t allToAllRun(chorusComm* comm, const CollArgs& a, const Plan& plan
   }
   // Slot stores chosen per call from the timing of earlier ones (CHORUS_SLOT_STORES).
   noteRan(comm, Algo::Direct, Proto::Simple);
+  if (pairRuns(comm)) return allToAllPair(comm, a, plan, p);  // two ranks: the pair cells
   return runWithSlotStores(comm, a, plan, p, SlotStoreUse::AllToAll, blockBytes, in == out,
                            allToAllFifo);
 }

@@ -174,6 +174,7 @@ void fillTransportOptions(TransportContext* ctx, int64_t timeoutNs) {
     return static_cast<int>(std::clamp<int64_t>(paramInt(p), lo, hi));
   };
   ctx->shm.disable = paramInt(Param::ShmDisable) != 0;
+  ctx->shm.pairCells = paramInt(Param::PairCells) != 0;
   ctx->shm.bindLocal = &topo::bindToLocalNuma;  // segments on the reading rank's NUMA node
   TcpOptions& tcp = ctx->tcp;
   tcp.ifname = paramString(Param::SocketIfname);

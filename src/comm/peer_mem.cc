@@ -154,6 +154,7 @@ chorusResult_t peerMemInit(chorusComm* comm) {
     pm.access = comm->transports[0]->peerAccess();
   pm.allShm = pm.access != nullptr;
   pm.board = pm.allShm ? comm->transports[0]->sharedBoard() : nullptr;
+  pm.pair = pm.allShm && n == 2 ? comm->transports[0]->pairCells() : nullptr;
   if (!pm.allShm) return chorusSuccess;
   CmaProbe probe;
   CHORUS_CHECK(pm.access->probeCma(

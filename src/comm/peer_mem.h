@@ -20,6 +20,7 @@
 #include "chorus.h"
 #include "src/tuning/copy_path.h"
 #include "transports/board.h"
+#include "transports/pair_cells.h"
 #include "transports/peer_access.h"
 
 struct chorusComm;
@@ -65,6 +66,8 @@ struct PeerMem {
   bool allShm = false;           // every rank on this host, every pair joined by shared memory
   PeerAccess* access = nullptr;  // the shm transport's (set where allShm)
   SharedBoard* board = nullptr;  // its boards (transports/board.h), where allShm and it has them
+  PairCells* pair = nullptr;     // its pair cells (transports/pair_cells.h): two ranks, allShm,
+                                 // CHORUS_PAIR_CELLS=1 (the transport has none otherwise)
   bool cma = false;              // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;          // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;           // CHORUS_CMA_MAX: CMA only for results below this

@@ -179,6 +179,11 @@ const ParamInfo kParams[] = {
      "1: where the kernel offers membarrier's global expedited command, the shared-memory "
      "doorbells and a communicator's calls from one thread pay no store-load fence per call "
      "(a sleeper or another thread pays a membarrier instead); 0: full fences on both sides."},
+    {"CHORUS_PAIR_CELLS", "1",
+     "1: two ranks on one host (shared memory) run the all-gather, all-to-all and all-reduce "
+     "pieces that would go through the FIFO slots through two shared cells the ranks swap at "
+     "every exchange (each writes the cell it last read; no credit goes back); 0: the FIFO. "
+     "Every rank must use the same value (init fails otherwise)."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

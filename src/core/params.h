@@ -70,6 +70,7 @@ enum class Param : int {
   SpinStreamNs,        // CHORUS_SPIN_STREAM_NS
   Reproducible,        // CHORUS_REPRODUCIBLE
   AsymFence,           // CHORUS_ASYM_FENCE
+  PairCells,           // CHORUS_PAIR_CELLS
   Count
 };
 

@@ -130,6 +130,7 @@ struct AreaGeometry {
   int depth;
   size_t llMax;            // largest LL message
   size_t boardBuffer = 0;  // bytes of one board buffer (0: no board)
+  size_t pairCell = 0;     // bytes of this rank's pair cell (pair_cells.h; 0: none)
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
@@ -163,7 +164,11 @@ struct AreaGeometry {
   size_t boardBytes(int nranks) const {
     return boardBuffer == 0 ? 0 : boardCtrlBytes(nranks) + 2 * roundUp(boardBuffer, kPage);
   }
-  size_t segmentBytes(int nranks) const { return boardOffset(nranks) + boardBytes(nranks); }
+  /// The pair area (pair_cells.h) after the board: one line (the last exchange this rank
+  /// posted) on a page of its own, then one of the pair's two cells.
+  size_t pairOffset(int nranks) const { return boardOffset(nranks) + boardBytes(nranks); }
+  size_t pairBytes() const { return pairCell == 0 ? 0 : kPage + roundUp(pairCell, kPage); }
+  size_t segmentBytes(int nranks) const { return pairOffset(nranks) + pairBytes(); }
 };
 
 }  // namespace shm

@@ -86,6 +86,10 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   // Boards (board.h) serve schedules of three or more ranks (src/algorithms/board.cc): a
   // slot's worth per buffer. Every rank derives the same size (segments must agree).
   geo_.boardBuffer = ctx.nranks > 2 ? ctx.slotBytes : 0;
+  // Pair cells (pair_cells.h) serve two-rank exchanges (src/algorithms/pair.cc): a slot's
+  // worth each. In the segment's size, so ranks that disagree on CHORUS_PAIR_CELLS fail
+  // at init (mapPeer) instead of waiting for each other in different schedules.
+  geo_.pairCell = ctx.nranks == 2 && opt_.pairCells ? ctx.slotBytes : 0;
   rank_ = ctx.rank;
   pids_.assign(static_cast<size_t>(ctx.nranks), 0);
   if (ctx.peers)
@@ -146,7 +150,8 @@ chorusResult_t ShmTransport::mapPeer(int peer, const void* peerInfo, size_t expe
   if (si.bytes != expectBytes)
     CHORUS_FAIL(chorusInvalidUsage,
                 "rank %d's shared segment is %llu bytes, expected %zu: ranks disagree on "
-                "CHORUS_CHUNKSIZE/CHORUS_BUFFSIZE/CHORUS_LL_THRESHOLD",
+                "CHORUS_CHUNKSIZE/CHORUS_BUFFSIZE/CHORUS_LL_THRESHOLD/"
+                "CHORUS_PAIR_CELLS",
                 peer, static_cast<unsigned long long>(si.bytes), expectBytes);
   int fd = shm_open(si.name, O_RDWR, 0);
   if (fd < 0)
@@ -200,6 +205,7 @@ void ShmTransport::finishSetup() {
   std::vector<char*> bases;
   for (const Mapping& m : peers_) bases.push_back(static_cast<char*>(m.base));
   board_.init(geo_, rank_, static_cast<int>(peers_.size()), bases, pids_);
+  pair_.init(geo_, rank_, bases, pids_);
   if (!ownName_.empty() && !unlinked_) {
     shm_unlink(ownName_.c_str());
     unlinked_ = true;

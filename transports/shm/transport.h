@@ -10,6 +10,7 @@
 
 #include "transports/shm/board.h"
 #include "transports/shm/layout.h"
+#include "transports/shm/pair_cells.h"
 #include "transports/shm/peer_access.h"
 #include "transports/transport.h"
 
@@ -31,6 +32,7 @@ class ShmTransport final : public Transport {
   bool sharesMemory() const override { return true; }
   PeerAccess* peerAccess() override { return &access_; }
   SharedBoard* sharedBoard() override { return board_.ready() ? &board_ : nullptr; }
+  PairCells* pairCells() override { return pair_.ready() ? &pair_ : nullptr; }
 
  private:
   struct Mapping {
@@ -48,6 +50,7 @@ class ShmTransport final : public Transport {
   bool unlinked_ = false;
   ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
   ShmBoard board_;        // set by finishSetup where every rank's segment is mapped here
+  ShmPairCells pair_;     // likewise, where the communicator has two ranks
   int rank_ = 0;
   std::vector<int> pids_;  // by rank
 };
