@@ -243,102 +243,21 @@ int main(int argc, char** argv) {
     if (strchr(argv[i], 'K')) v <<= 10;
     sizes.push_back(v);
   }
-  std::vector<Variant> vs;
-  auto add = [&](Variant v) { vs.push_back(v); };
+  // name, depth, chunk, wr, rd, pf, rdFlush, inPlace, swap, cellOff (struct Variant)
+  std::vector<Variant> vs = {
+      {"base", 8, 0, 0, 0, 0, 0, 1, 0, 0},         {"repmovsb", 8, 0, 1, 1, 0, 0, 1, 0, 0},
+      {"avx", 8, 0, 2, 2, 0, 0, 1, 0, 0},          {"w-nt", 8, 0, 3, 0, 0, 0, 1, 0, 0},
+      {"w-clwb", 8, 0, 4, 0, 0, 0, 1, 0, 0},       {"w-flush", 8, 0, 5, 0, 0, 0, 1, 0, 0},
+      {"w-prefw", 8, 0, 6, 0, 0, 0, 1, 0, 0},      {"r-pf2K", 8, 0, 0, 3, 2048, 0, 1, 0, 0},
+      {"r-pf8K", 8, 0, 0, 3, 8192, 0, 1, 0, 0},    {"r-pf32K", 8, 0, 0, 3, 32768, 0, 1, 0, 0},
+      {"r-pfall", 8, 0, 0, 4, 0, 0, 1, 0, 0},      {"r-flush", 8, 0, 0, 0, 0, 1, 1, 0, 0},
+      {"depth1", 1, 0, 0, 0, 0, 0, 1, 0, 0},       {"depth2", 2, 0, 0, 0, 0, 0, 1, 0, 0},
+      {"chunk4K", 8, 4096, 0, 0, 0, 0, 1, 0, 0},   {"chunk16K", 8, 16384, 0, 0, 0, 0, 1, 0, 0},
+      {"swap", 8, 0, 0, 0, 0, 0, 1, 1, 0},         {"swap256", 8, 0, 0, 0, 0, 0, 1, 1, 256},
+      {"swapc12K", 8, 12288, 0, 0, 0, 0, 1, 1, 0}, {"swapc32K", 8, 32768, 0, 0, 0, 0, 1, 1, 0},
+      {"off256", 8, 0, 0, 0, 0, 0, 1, 0, 256},
+  };
   const char* only = getenv("VARIANTS");
-  {
-    Variant v;
-    v.name = "base";
-    add(v);
-    v = Variant{};
-    v.name = "repmovsb";
-    v.wr = 1;
-    v.rd = 1;
-    add(v);
-    v = Variant{};
-    v.name = "avx";
-    v.wr = 2;
-    v.rd = 2;
-    add(v);
-    v = Variant{};
-    v.name = "w-nt";
-    v.wr = 3;
-    add(v);
-    v = Variant{};
-    v.name = "w-clwb";
-    v.wr = 4;
-    add(v);
-    v = Variant{};
-    v.name = "w-flush";
-    v.wr = 5;
-    add(v);
-    v = Variant{};
-    v.name = "w-prefw";
-    v.wr = 6;
-    add(v);
-    v = Variant{};
-    v.name = "r-pf2K";
-    v.rd = 3;
-    v.pf = 2048;
-    add(v);
-    v = Variant{};
-    v.name = "r-pf8K";
-    v.rd = 3;
-    v.pf = 8192;
-    add(v);
-    v = Variant{};
-    v.name = "r-pf32K";
-    v.rd = 3;
-    v.pf = 32768;
-    add(v);
-    v = Variant{};
-    v.name = "r-pfall";
-    v.rd = 4;
-    add(v);
-    v = Variant{};
-    v.name = "r-flush";
-    v.rdFlush = 1;
-    add(v);
-    v = Variant{};
-    v.name = "depth1";
-    v.depth = 1;
-    add(v);
-    v = Variant{};
-    v.name = "depth2";
-    v.depth = 2;
-    add(v);
-    v = Variant{};
-    v.name = "chunk4K";
-    v.chunk = 4096;
-    add(v);
-    v = Variant{};
-    v.name = "chunk16K";
-    v.chunk = 16384;
-    add(v);
-    v = Variant{};
-    v.name = "swap";
-    v.swap = 1;
-    add(v);
-    v = Variant{};
-    v.name = "swap256";
-    v.swap = 1;
-    v.cellOff = 256;
-    add(v);
-    v = Variant{};
-    v.name = "swapc12K";
-    v.swap = 1;
-    v.chunk = 12288;
-    add(v);
-    v = Variant{};
-    v.name = "swapc32K";
-    v.swap = 1;
-    v.chunk = 32768;
-    add(v);
-    v = Variant{};
-    v.name = "off256";
-    v.cellOff = 256;
-    add(v);
-  }
   if (only) {
     std::vector<Variant> keep;
     std::string o = std::string(",") + only + ",";
