@@ -19,15 +19,25 @@ namespace chorus {
 
 namespace {
 
-// One exchange: `bytes` from `send` into this rank's cell, posted; *cell: the peer's.
-chorusResult_t swapOnce(PairCells* cells, Prims& p, const char* send, size_t bytes,
-                        const char** cell) {
+// An exchange in two halves, so a caller can work between them: `bytes` from `send` into
+// this rank's cell, posted (returns the exchange); then the peer's cell of that exchange.
+uint64_t postPiece(PairCells* cells, const char* send, size_t bytes) {
   const uint64_t x = cells->nextExchange();
   std::memcpy(cells->own(x), send, bytes);
   cells->post(x);
+  return x;
+}
+
+chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char** cell) {
   chorusResult_t r = cells->waitPeer(x, cell, p.waitCtx());
   if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", cells->peer());
   return chorusSuccess;
+}
+
+// One whole exchange: `bytes` from `send` out; *cell: the peer's piece.
+chorusResult_t swapOnce(PairCells* cells, Prims& p, const char* send, size_t bytes,
+                        const char** cell) {
+  return takePeerPiece(cells, p, postPiece(cells, send, bytes), cell);
 }
 
 // This rank's input as both reduce it: pre-multiplied once into scratch where the op says
@@ -56,17 +66,13 @@ chorusResult_t pairSwap(chorusComm* comm, Prims& p, const char* send, char* recv
                         const char* own, char* ownDst, bool streaming) {
   PairCells* cells = comm->peerMem.pair;
   const size_t piece = cells->cellBytes();
-  const WaitCtx& w = p.waitCtx();
   for (size_t off = 0; off < bytes || off == 0; off += piece) {
     const size_t n = std::min(piece, bytes - off);
-    const uint64_t x = cells->nextExchange();
-    std::memcpy(cells->own(x), send + off, n);
-    cells->post(x);
+    const uint64_t x = postPiece(cells, send + off, n);
     // Our own block while the peer takes the piece (the order of Prims::copySend).
     if (ownDst != nullptr) kernels::copy(ownDst + off, own + off, n, streaming);
     const char* cell = nullptr;
-    chorusResult_t r = cells->waitPeer(x, &cell, w);
-    if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", cells->peer());
+    CHORUS_CHECK(takePeerPiece(cells, p, x, &cell));
     kernels::copy(recv + off, cell, n, streaming);
     if (bytes == 0) break;
   }
