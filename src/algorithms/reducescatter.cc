@@ -69,6 +69,7 @@ chorusResult_t reduceScatterRun(chorusComm* comm, const CollArgs& a, const Plan&
   }
   if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, all);
   noteRan(comm, Algo::Ring, Proto::Simple);
+  if (pairRuns(comm)) return reduceScatterPair(comm, a, plan, p);  // two ranks: the pair cells
   // Ring in comm->ring order: the partial sum of the block owned s+1 positions back moves
   // forward each step, so every block is complete when it reaches its owner.
   const int n = comm->nranks, rank = comm->rank;
