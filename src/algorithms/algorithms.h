@@ -111,8 +111,8 @@ chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const P
 /// plan.pieceBytes, at most a board buffer.
 chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 /// Two ranks on one host with pair cells (comm->peerMem.pair; src/algorithms/pair.cc): the
-/// FIFO schedules of every collective but the LL ones, through the cells instead (swaps for
-/// all-gather, all-to-all, all-reduce and reduce-scatter; one-way pieces for the rooted ones).
+/// FIFO schedules of all-gather, all-to-all, all-reduce and reduce-scatter, through the cells
+/// instead.
 bool pairRuns(const chorusComm* comm);
 chorusResult_t allGatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allToAllPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
@@ -120,10 +120,6 @@ chorusResult_t allReduceTwoRanksPair(chorusComm* comm, const CollArgs& a, const 
                                      Prims& p);
 chorusResult_t allReduceRingPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceScatterPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
-chorusResult_t broadcastPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
-chorusResult_t reducePair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
-chorusResult_t gatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
-chorusResult_t scatterPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allGatherDoubling(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);

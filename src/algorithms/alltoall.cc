@@ -67,7 +67,6 @@ chorusResult_t scatterRun(chorusComm* comm, const CollArgs& a, const Plan& plan,
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   if (plan.proto == Proto::LL) return scatterLL(comm, a, plan, p, blockBytes);
   noteRan(comm, Algo::Direct, Proto::Simple);
-  if (pairRuns(comm)) return scatterPair(comm, a, plan, p);  // two ranks: the pair cells
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   if (rank != root) {
     char* out = static_cast<char*>(a.recvbuf);
@@ -93,7 +92,6 @@ chorusResult_t gatherRun(chorusComm* comm, const CollArgs& a, const Plan& plan, 
   const size_t elem = p.elemSize(), blockBytes = a.count * elem;
   if (plan.proto == Proto::LL) return gatherLL(comm, a, plan, p, blockBytes);
   noteRan(comm, Algo::Direct, Proto::Simple);
-  if (pairRuns(comm)) return gatherPair(comm, a, plan, p);  // two ranks: the pair cells
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   if (rank != root) {
     const char* in = static_cast<const char*>(a.sendbuf);

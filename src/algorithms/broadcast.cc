@@ -26,7 +26,6 @@ chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   }
   if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, bytes);
   noteRan(comm, Algo::Ring, Proto::Simple);
-  if (n == 2 && pairRuns(comm)) return broadcastPair(comm, a, plan, p);  // the pair cells
   // A chain along comm->ring starting at the root.
   const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] + n) % n;
   const int next = comm->ring.next, prev = comm->ring.prev;

@@ -1,5 +1,5 @@
-// pair.cc — two ranks on one host: all-gather, all-to-all and all-reduce (direct and ring)
-// through the pair cells (transports/pair_cells.h) instead of the FIFO slots.
+// pair.cc — two ranks on one host: all-gather, all-to-all, all-reduce (direct and ring) and
+// reduce-scatter through the pair cells (transports/pair_cells.h) instead of the FIFO slots.
 //
 // Each piece (up to a cell) is one exchange: write this rank's piece to its cell, post it,
 // copy this rank's own block where out of place, wait for the peer's piece and copy it out
@@ -19,21 +19,18 @@ namespace chorus {
 
 namespace {
 
-// This rank's half of an exchange (a swap's first half, or a one-way send): `bytes` from
-// `send` into this rank's cell once the peer is done with it (pre-multiplied where `pre` and
-// the op says so: `bytes` is then whole elements), posted; *x: the exchange.
-chorusResult_t postPiece(PairCells* cells, Prims& p, PairRole role, const char* send, size_t bytes,
-                         bool pre, uint64_t* x) {
-  *x = cells->nextExchange(role);
-  chorusResult_t r = cells->waitOwnFree(*x, p.waitCtx());
-  if (r != chorusSuccess) return p.failed(r, "waiting for its pair cell back from", cells->peer());
-  char* cell = cells->own(*x);
+// An exchange in two halves, so a caller can work between them: `bytes` from `send` into
+// this rank's cell (pre-multiplied where `pre` and the op says so: `bytes` is then whole
+// elements), posted (returns the exchange); then the peer's cell of that exchange.
+uint64_t postPiece(PairCells* cells, Prims& p, const char* send, size_t bytes, bool pre = false) {
+  const uint64_t x = cells->nextExchange();
   if (pre && p.spec().preMul)
-    kernels::reduce(p.spec(), cell, nullptr, send, bytes / p.elemSize(), kernels::kApplyPre);
+    kernels::reduce(p.spec(), cells->own(x), nullptr, send, bytes / p.elemSize(),
+                    kernels::kApplyPre);
   else
-    std::memcpy(cell, send, bytes);
-  cells->post(*x);
-  return chorusSuccess;
+    std::memcpy(cells->own(x), send, bytes);
+  cells->post(x);
+  return x;
 }
 
 chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char** cell) {
@@ -42,19 +39,10 @@ chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char*
   return chorusSuccess;
 }
 
-// One whole swap: `bytes` from `send` out; *cell: the peer's piece.
+// One whole exchange: `bytes` from `send` out; *cell: the peer's piece.
 chorusResult_t swapOnce(PairCells* cells, Prims& p, const char* send, size_t bytes,
                         const char** cell, bool pre = false) {
-  uint64_t x = 0;
-  CHORUS_CHECK(postPiece(cells, p, PairRole::Swap, send, bytes, pre, &x));
-  return takePeerPiece(cells, p, x, cell);
-}
-
-// A one-way receive: *cell holds the peer's piece until this rank posts x (cells->post, as
-// soon as the piece is used: the peer may write that cell again two exchanges on).
-chorusResult_t receivePiece(PairCells* cells, Prims& p, uint64_t* x, const char** cell) {
-  *x = cells->nextExchange(PairRole::Receive);
-  return takePeerPiece(cells, p, *x, cell);
+  return takePeerPiece(cells, p, postPiece(cells, p, send, bytes, pre), cell);
 }
 
 // This rank's input as both reduce it: pre-multiplied once into scratch where the op says
@@ -85,8 +73,7 @@ chorusResult_t pairSwap(chorusComm* comm, Prims& p, const char* send, char* recv
   const size_t piece = cells->cellBytes();
   for (size_t off = 0; off < bytes || off == 0; off += piece) {
     const size_t n = std::min(piece, bytes - off);
-    uint64_t x = 0;
-    CHORUS_CHECK(postPiece(cells, p, PairRole::Swap, send + off, n, false, &x));
+    const uint64_t x = postPiece(cells, p, send + off, n);
     // Our own block while the peer takes the piece (the order of Prims::copySend).
     if (ownDst != nullptr) kernels::copy(ownDst + off, own + off, n, streaming);
     const char* cell = nullptr;
@@ -174,8 +161,8 @@ chorusResult_t allReduceRingPair(chorusComm* comm, const CollArgs& a, const Plan
 // The two-rank reduce-scatter (the ring's one step) on the cells: per piece, each rank swaps
 // the peer's block of its input (pre-multiplied where the op says so) for the peer's piece
 // of its own block and reduces the two into its output, the peer's operand first (the
-// ring's order, recvReduceCopy: the same bits as CHORUS_PAIR_CELLS=0; two operands, so the
-// rank order of the reproducible mode up to the order of a commutative op's operands).
+// ring's order, recvReduceCopy: the same bits as CHORUS_PAIR_CELLS=0; with two operands
+// the reproducible mode's rank order up to the order of a commutative op's operands).
 // In place the output is this rank's block itself: each piece is read before it is written.
 chorusResult_t reduceScatterPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   PairCells* cells = comm->peerMem.pair;
@@ -195,120 +182,6 @@ chorusResult_t reduceScatterPair(chorusComm* comm, const CollArgs& a, const Plan
     CHORUS_CHECK(swapOnce(cells, p, theirs + o, cnt * elem, &cell, true));
     kernels::reduce(p.spec(), out + o, cell, mine + o, cnt, flags);
   }
-  return chorusSuccess;
-}
-
-// One-way streams (pair_cells.h): the writer runs up to two pieces ahead of its reader.
-// Pieces of the plan's size (the ring's: a few per call), at most a cell: the reader copies
-// a piece out while the writer fills the next.
-
-// Two-rank broadcast: the root's pieces through the cells; out of place the root copies
-// each piece to its own output after posting it, while the peer copies it out.
-chorusResult_t broadcastPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  PairCells* cells = comm->peerMem.pair;
-  const size_t bytes = a.count * p.elemSize();
-  const size_t piece = std::max<size_t>(64, std::min(plan.pieceBytes, cells->cellBytes()));
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  for (size_t off = 0; off < bytes; off += piece) {
-    const size_t n = std::min(piece, bytes - off);
-    uint64_t x = 0;
-    if (comm->rank == a.root) {
-      CHORUS_CHECK(postPiece(cells, p, PairRole::Send, in + off, n, false, &x));
-      if (in != out) kernels::copy(out + off, in + off, n, plan.streaming);
-    } else {
-      const char* cell = nullptr;
-      CHORUS_CHECK(receivePiece(cells, p, &x, &cell));
-      kernels::copy(out + off, cell, n, plan.streaming);
-      cells->post(x);
-    }
-  }
-  return chorusSuccess;
-}
-
-// Two-rank reduce: the other rank's input (pre-multiplied where the op says so) through the
-// cells; the root reduces each piece with its own into the output, the peer's operand first
-// (the ring's order, recvReduceCopy; see reduceScatterPair).
-chorusResult_t reducePair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  PairCells* cells = comm->peerMem.pair;
-  const size_t elem = p.elemSize();
-  const size_t pieceElems =
-      std::max<size_t>(1, std::min(plan.pieceBytes, cells->cellBytes()) / elem);
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  const unsigned flags =
-      kernels::kApplyPre | kernels::kApplyPost | (plan.streaming ? kernels::kStreaming : 0u);
-  for (size_t off = 0; off < a.count; off += pieceElems) {
-    const size_t cnt = std::min(pieceElems, a.count - off), o = off * elem;
-    uint64_t x = 0;
-    if (comm->rank != a.root) {
-      CHORUS_CHECK(postPiece(cells, p, PairRole::Send, in + o, cnt * elem, true, &x));
-    } else {
-      const char* cell = nullptr;
-      CHORUS_CHECK(receivePiece(cells, p, &x, &cell));
-      kernels::reduce(p.spec(), out + o, cell, in + o, cnt, flags);
-      cells->post(x);
-    }
-  }
-  return chorusSuccess;
-}
-
-// Two-rank gather: the other rank's block through the cells; the root copies its own block
-// piece by piece, each before the peer's piece at the same offset (gatherRun's order: the
-// peer fills the next cell meanwhile).
-chorusResult_t gatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  PairCells* cells = comm->peerMem.pair;
-  const int root = a.root;
-  const size_t blockBytes = a.count * p.elemSize();
-  const size_t piece = std::max<size_t>(64, std::min(plan.pieceBytes, cells->cellBytes()));
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  char* own = out + static_cast<size_t>(root) * blockBytes;
-  char* theirs = out + static_cast<size_t>(1 - root) * blockBytes;
-  const bool ownApart = own != in && (in + blockBytes <= own || own + blockBytes <= in);
-  if (comm->rank == root && own != in && !ownApart) std::memmove(own, in, blockBytes);
-  for (size_t off = 0; off < blockBytes; off += piece) {
-    const size_t n = std::min(piece, blockBytes - off);
-    uint64_t x = 0;
-    if (comm->rank != root) {
-      CHORUS_CHECK(postPiece(cells, p, PairRole::Send, in + off, n, false, &x));
-    } else {
-      if (ownApart) kernels::copy(own + off, in + off, n, plan.streaming);
-      const char* cell = nullptr;
-      CHORUS_CHECK(receivePiece(cells, p, &x, &cell));
-      kernels::copy(theirs + off, cell, n, plan.streaming);
-      cells->post(x);
-    }
-  }
-  return chorusSuccess;
-}
-
-// Two-rank scatter: the other rank's block through the cells; the root copies its own
-// block piece by piece after posting each piece (while the peer copies it out).
-chorusResult_t scatterPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  PairCells* cells = comm->peerMem.pair;
-  const int root = a.root;
-  const size_t blockBytes = a.count * p.elemSize();
-  const size_t piece = std::max<size_t>(64, std::min(plan.pieceBytes, cells->cellBytes()));
-  const char* in = static_cast<const char*>(a.sendbuf);
-  char* out = static_cast<char*>(a.recvbuf);
-  const char* own = in + static_cast<size_t>(root) * blockBytes;
-  const char* theirs = in + static_cast<size_t>(1 - root) * blockBytes;
-  const bool ownApart = own != out && (own + blockBytes <= out || out + blockBytes <= own);
-  for (size_t off = 0; off < blockBytes; off += piece) {
-    const size_t n = std::min(piece, blockBytes - off);
-    uint64_t x = 0;
-    if (comm->rank == root) {
-      CHORUS_CHECK(postPiece(cells, p, PairRole::Send, theirs + off, n, false, &x));
-      if (ownApart) kernels::copy(out + off, own + off, n, plan.streaming);
-    } else {
-      const char* cell = nullptr;
-      CHORUS_CHECK(receivePiece(cells, p, &x, &cell));
-      kernels::copy(out + off, cell, n, plan.streaming);
-      cells->post(x);
-    }
-  }
-  if (comm->rank == root && own != out && !ownApart) std::memmove(out, own, blockBytes);
   return chorusSuccess;
 }
 

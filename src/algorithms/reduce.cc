@@ -11,7 +11,6 @@ namespace chorus {
 chorusResult_t reduceRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   if (plan.algo != Algo::Ring) return planCannotRun(comm, a, plan, a.count * p.elemSize());
   noteRan(comm, Algo::Ring, Proto::Simple);
-  if (pairRuns(comm)) return reducePair(comm, a, plan, p);  // two ranks: the pair cells
   const int n = comm->nranks, root = a.root;
   // A chain along comm->ring ending at the root (chain position n-1).
   const int pos = (comm->ring.me - comm->ring.pos[static_cast<size_t>(root)] - 1 + 2 * n) % n;

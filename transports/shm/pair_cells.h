@@ -20,9 +20,8 @@ class ShmPairCells final : public PairCells {
   bool ready() const { return ready_; }
 
   size_t cellBytes() const override { return geo_.pairCell; }
-  uint64_t nextExchange(PairRole role) override;
+  uint64_t nextExchange() override { return ++exchange_; }
   char* own(uint64_t x) override { return cells_[(x + static_cast<uint64_t>(rank_)) & 1]; }
-  chorusResult_t waitOwnFree(uint64_t x, const WaitCtx& w) override;
   void post(uint64_t x) override;
   chorusResult_t waitPeer(uint64_t x, const char** cell, const WaitCtx& w) override;
   int peer() const override { return 1 - rank_; }
@@ -32,14 +31,10 @@ class ShmPairCells final : public PairCells {
   bool ready_ = false;
   int rank_ = 0;
   uint64_t exchange_ = 0;
-  uint64_t freeAt_ = 0;            // own(exchange_) is free once the peer has posted this
-  uint64_t peerSeen_ = 0;          // the highest exchange the peer was seen to have posted
-  bool swapAt_[2] = {true, true};  // whether exchange x (by x % 2) of the last two was a swap
   char* cells_[2] = {nullptr, nullptr};
   BoardLine* posted_[2] = {nullptr, nullptr};  // by rank
   Doorbell* bells_[2] = {nullptr, nullptr};    // by rank
   int peerPid_ = 0;
-  bool lightRing_ = false;  // post without a fence (connection.h, lightRing)
 };
 
 }  // namespace shm
