@@ -93,6 +93,53 @@ TEST(FlightRecorderRing, KeepsTheLastOperations) {
   EXPECT_TRUE(off.snapshot().empty());
 }
 
+TEST(FlightRecorderRing, BeginRecordsAStartedCallInOneWrite) {
+  FlightRecorder fr(2);
+  const uint64_t a = fr.begin(int(Coll::Gather), chorusFloat32, 128, -1, 1, 7);
+  const uint64_t b = fr.begin(int(Coll::AllReduce), chorusInt64, 5, chorusMax, -1, 8);
+  EXPECT_EQ(a, 1u);
+  EXPECT_EQ(b, 2u);
+  // Before it ends, a begun call reads as started, with its number, start time and no end.
+  std::vector<FrRecord> s = fr.snapshot();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].state, FrState::Started);
+  EXPECT_EQ(s[0].seq, 7u);
+  EXPECT_GT(s[0].tStartNs, 0);
+  EXPECT_EQ(s[0].tStartNs, s[0].tEnqueueNs);
+  EXPECT_EQ(s[0].tEndNs, 0);
+  EXPECT_EQ(s[0].waitPeer, -1);
+  fr.noteWait(b, 0, false);
+  fr.finish(a, chorusSuccess);
+  fr.finish(b, chorusRemoteError);
+
+  s = fr.snapshot();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].coll, int(Coll::Gather));
+  EXPECT_EQ(s[0].type, int(chorusFloat32));
+  EXPECT_EQ(s[0].count, 128u);
+  EXPECT_EQ(s[0].op, -1);
+  EXPECT_EQ(s[0].root, 1);
+  EXPECT_EQ(s[0].state, FrState::Completed);
+  EXPECT_EQ(s[0].result, chorusSuccess);
+  EXPECT_EQ(s[0].tEndNs, 0);  // a success is not timed
+  EXPECT_EQ(s[1].seq, 8u);
+  EXPECT_EQ(s[1].coll, int(Coll::AllReduce));
+  EXPECT_EQ(s[1].type, int(chorusInt64));
+  EXPECT_EQ(s[1].count, 5u);
+  EXPECT_EQ(s[1].op, int(chorusMax));
+  EXPECT_EQ(s[1].root, -1);
+  EXPECT_EQ(s[1].state, FrState::Failed);
+  EXPECT_EQ(s[1].result, chorusRemoteError);
+  EXPECT_EQ(s[1].waitPeer, 0);
+  EXPECT_FALSE(s[1].waitSend);
+  EXPECT_GE(s[1].tEndNs, s[1].tStartNs);  // a failure is
+  EXPECT_GT(s[1].tEndNs, 0);
+
+  FlightRecorder off(0);
+  EXPECT_EQ(off.begin(int(Coll::Barrier), chorusInt8, 0, -1, -1, 1), 0u);
+  EXPECT_TRUE(off.snapshot().empty());
+}
+
 TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
   std::vector<chorusComm_t> comms(2, nullptr);
   ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess)
@@ -153,9 +200,14 @@ TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
       EXPECT_EQ(r.result, chorusSuccess);
       EXPECT_GT(r.tEnqueueNs, 0);
       EXPECT_LE(r.tEnqueueNs, r.tStartNs);
-      EXPECT_LE(r.tStartNs, r.tEndNs);
-      if (i > 0 && i != 3) {  // (the send and the receive of the group run together)
-        EXPECT_LE(recs[i - 1].tEndNs, r.tStartNs);
+      EXPECT_EQ(r.tEndNs, 0);  // a success is not timed
+      // Blocking collectives start as they are recorded; the group's p2p and the stream's
+      // all-gather were queued first.
+      if (i != 2 && i != 3 && i != 5) {
+        EXPECT_EQ(r.tEnqueueNs, r.tStartNs);
+      }
+      if (i > 0) {
+        EXPECT_LE(recs[i - 1].tStartNs, r.tStartNs);
       }
     }
     // The small all-reduce is a direct LL exchange: its last wait was for data from the peer.
@@ -226,6 +278,10 @@ TEST(FlightRecorderComm, TimeoutIsRecordedAndDumped) {
   EXPECT_EQ(recs[1].result, chorusTimeout);
   EXPECT_EQ(recs[1].waitPeer, 1);
   EXPECT_FALSE(recs[1].waitSend);
+  EXPECT_GE(recs[1].tEndNs, recs[1].tStartNs);  // when it failed, at least 1 s after
+  EXPECT_GE(recs[1].tEndNs - recs[1].tStartNs, 900000000);
+  EXPECT_EQ(recs[0].state, FrState::Completed);
+  EXPECT_EQ(recs[0].tEndNs, 0);
 
   char name[64];
   std::snprintf(name, sizeof name, "/chorus-fr-%016llx-rank0.json",
