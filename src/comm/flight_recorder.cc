@@ -71,19 +71,19 @@ const char* resultName(int r) {
   return r >= 0 && r < chorusNumResults ? kNames[r] : "unknown";
 }
 
-uint32_t pack(int coll, int type, FrState s, int result) {
-  return (static_cast<uint32_t>(coll) & 0xff) | (static_cast<uint32_t>(type) & 0xff) << 8 |
-         static_cast<uint32_t>(s) << 16 | (static_cast<uint32_t>(result) & 0xff) << 24;
+// meta: coll | type << 8 | (state | flags) << 16 | result << 24 | op << 32, one store.
+constexpr uint64_t kStartAtEnqueue = 0x10;  // flag: started when recorded (tStart is tEnq)
+constexpr uint64_t kStartStored = 0x20;     // flag: tStart holds the start time
+uint64_t pack(int coll, int type, FrState s, uint64_t flags, int op) {
+  return (static_cast<uint64_t>(coll) & 0xff) | (static_cast<uint64_t>(type) & 0xff) << 8 |
+         (static_cast<uint64_t>(s) | flags) << 16 |
+         static_cast<uint64_t>(static_cast<uint32_t>(op)) << 32;
 }
-uint32_t withState(uint32_t meta, FrState s, int result) {
-  return (meta & 0xffffu) | static_cast<uint32_t>(s) << 16 |
-         (static_cast<uint32_t>(result) & 0xff) << 24;
+uint64_t withState(uint64_t meta, FrState s, int result) {
+  return (meta & ~0xff0f0000ull) | static_cast<uint64_t>(s) << 16 |
+         (static_cast<uint64_t>(result) & 0xff) << 24;
 }
-FrState stateOf(uint32_t meta) { return static_cast<FrState>((meta >> 16) & 0xff); }
-
-uint64_t packOpRoot(int op, int root) {
-  return static_cast<uint32_t>(op) | static_cast<uint64_t>(static_cast<uint32_t>(root)) << 32;
-}
+FrState stateOf(uint64_t meta) { return static_cast<FrState>((meta >> 16) & 0x0f); }
 
 bool isP2p(int coll) {
   return coll == static_cast<int>(Coll::Send) || coll == static_cast<int>(Coll::Recv);
@@ -135,11 +135,9 @@ uint64_t FlightRecorder::enqueue(int coll, int type, size_t count, int op, int r
   e.seq.store(0, kRelaxed);
   e.count.store(count, kRelaxed);
   e.tEnq.store(t, kRelaxed);
-  e.tStart.store(startsNow ? t : 0, kRelaxed);
-  e.tEnd.store(0, kRelaxed);
-  e.opRoot.store(packOpRoot(op, root), kRelaxed);
+  e.root.store(root, kRelaxed);
   e.wait.store(-1, kRelaxed);
-  e.meta.store(pack(coll, type, FrState::Enqueued, chorusSuccess), kRelaxed);
+  e.meta.store(pack(coll, type, FrState::Enqueued, startsNow ? kStartAtEnqueue : 0, op), kRelaxed);
   e.id.store(id, std::memory_order_release);
   return id;
 }
@@ -154,12 +152,10 @@ uint64_t FlightRecorder::begin(int coll, int type, size_t count, int op, int roo
   const int64_t t = frNow();
   e.seq.store(seq, kRelaxed);
   e.count.store(count, kRelaxed);
-  e.tEnq.store(t, kRelaxed);
-  e.tStart.store(t, kRelaxed);
-  e.tEnd.store(0, kRelaxed);
-  e.opRoot.store(packOpRoot(op, root), kRelaxed);
+  e.tEnq.store(t, kRelaxed);  // tStart and tEnd are not written: see the flags and finish()
+  e.root.store(root, kRelaxed);
   e.wait.store(-1, kRelaxed);
-  e.meta.store(pack(coll, type, FrState::Started, chorusSuccess), kRelaxed);
+  e.meta.store(pack(coll, type, FrState::Started, kStartAtEnqueue, op), kRelaxed);
   e.id.store(id, std::memory_order_release);
   return id;
 }
@@ -168,20 +164,26 @@ void FlightRecorder::start(uint64_t id, uint64_t seq) {
   Entry* e = entry(id);
   if (!e) return;
   e->seq.store(seq, kRelaxed);
-  if (e->tStart.load(kRelaxed) == 0) e->tStart.store(frNow(), kRelaxed);
-  const uint32_t m = e->meta.load(kRelaxed);
-  e->meta.store(withState(m, FrState::Started, chorusSuccess), kRelaxed);
+  uint64_t m = e->meta.load(kRelaxed);
+  if (!(m & (kStartAtEnqueue | kStartStored) << 16)) {
+    e->tStart.store(frNow(), kRelaxed);
+    m |= kStartStored << 16;
+  }
+  e->meta.store(withState(m, FrState::Started, chorusSuccess), std::memory_order_release);
 }
 
 void FlightRecorder::finish(uint64_t id, chorusResult_t r) {
   Entry* e = entry(id);
   if (!e) return;
-  const uint32_t m = e->meta.load(kRelaxed);
+  const uint64_t m = e->meta.load(kRelaxed);
   const FrState s = stateOf(m);
   if (s == FrState::Completed || s == FrState::Failed) return;
-  if (r != chorusSuccess) e->tEnd.store(frNow(), kRelaxed);  // a success is not timed: see frNow
-  e->meta.store(withState(m, r == chorusSuccess ? FrState::Completed : FrState::Failed, r),
-                kRelaxed);
+  if (r == chorusSuccess) {  // not timed (see frNow); tEnd is read only for a failure
+    e->meta.store(withState(m, FrState::Completed, r), kRelaxed);
+    return;
+  }
+  e->tEnd.store(frNow(), kRelaxed);
+  e->meta.store(withState(m, FrState::Failed, r), std::memory_order_release);
 }
 
 void FlightRecorder::noteWait(uint64_t id, int peer, bool send) {
@@ -206,21 +208,24 @@ std::vector<FrRecord> FlightRecorder::snapshot() const {
     FrRecord r;
     r.id = id;
     r.seq = e.seq.load(kRelaxed);
-    const uint32_t m = e.meta.load(kRelaxed);
+    // Acquire: a start or failure time written before the state that says it is there.
+    const uint64_t m = e.meta.load(std::memory_order_acquire);
     r.coll = static_cast<int>(m & 0xff);
     r.type = static_cast<int>((m >> 8) & 0xff);
     r.state = stateOf(m);
-    r.result = static_cast<int>(m >> 24);
-    const uint64_t opRoot = e.opRoot.load(kRelaxed);
-    r.op = static_cast<int32_t>(static_cast<uint32_t>(opRoot));
-    r.root = static_cast<int32_t>(static_cast<uint32_t>(opRoot >> 32));
+    r.result = static_cast<int>((m >> 24) & 0xff);
+    r.op = static_cast<int32_t>(static_cast<uint32_t>(m >> 32));
+    r.root = e.root.load(kRelaxed);
     r.count = e.count.load(kRelaxed);
     const int32_t w = e.wait.load(kRelaxed);
     r.waitPeer = w < 0 ? -1 : (w >> 1);
     r.waitSend = w >= 0 && (w & 1);
     r.tEnqueueNs = e.tEnq.load(kRelaxed);
-    r.tStartNs = e.tStart.load(kRelaxed);
-    r.tEndNs = e.tEnd.load(kRelaxed);
+    const uint64_t flags = (m >> 16) & 0xf0;
+    r.tStartNs = flags & kStartAtEnqueue ? r.tEnqueueNs
+                 : flags & kStartStored  ? e.tStart.load(kRelaxed)
+                                         : 0;
+    r.tEndNs = r.state == FrState::Failed ? e.tEnd.load(kRelaxed) : 0;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.id.load(kRelaxed) != id) continue;  // overwritten while we read it
     out.push_back(r);

@@ -13,11 +13,11 @@
 // Cost: the ring is written by the thread that runs the operation; every field is a
 // relaxed atomic (a plain store on x86) in one cache line per operation, so a dump from
 // another thread (abort) reads it without a lock and without a data race. A blocking
-// collective writes its entry once, already started with its sequence number (begin), and
-// reads the coarse monotonic clock once (~3-4 ns); its end writes the state and no time
-// unless it failed: a second clock read cost 3-6% of a 512 B call (docs/PERF.md, issue 38
-// helper small2). Per primitive step, one relaxed store (the peer about to be waited on).
-// Size 0 turns all of it into one branch.
+// collective writes its entry once, already started with its sequence number (begin: eight
+// stores), and reads the coarse monotonic clock once (~3-4 ns); its end stores the state and
+// no time unless it failed: a second clock read cost up to 7% of a 512 B call (docs/PERF.md,
+// issue 38 helper small2). Per primitive step, one relaxed store (the peer about to be
+// waited on). Size 0 turns all of it into one branch.
 #pragma once
 
 #include <atomic>
@@ -91,16 +91,17 @@ class FlightRecorder {
                    const char* detail = nullptr);
 
  private:
-  // One cache line per operation. `meta` packs coll | type << 8 | state << 16 | result << 24
-  // (only the thread running the operation changes it, so a load and a store suffice).
+  // One cache line per operation. `meta` packs coll | type << 8 | (state | flags) << 16 |
+  // result << 24 | op << 32 (only the thread running the operation changes it, so a load and
+  // a store suffice). A blocking collective stores 8 fields (begin): tStart only when the
+  // start came after the record (a flag in meta says which), tEnd only for a failure.
   struct alignas(64) Entry {
     std::atomic<uint64_t> id{0};
     std::atomic<uint64_t> seq{0};
     std::atomic<uint64_t> count{0};
     std::atomic<int64_t> tEnq{0}, tStart{0}, tEnd{0};
-    std::atomic<uint64_t> opRoot{0};  // op | root << 32 (one store)
-    std::atomic<int32_t> wait{-1};
-    std::atomic<uint32_t> meta{0};
+    std::atomic<uint64_t> meta{0};
+    std::atomic<int32_t> root{-1}, wait{-1};
   };
   static_assert(sizeof(Entry) == 64, "one cache line per entry");
   Entry* entry(uint64_t id) {

@@ -84,6 +84,27 @@ TEST(FlightRecorderRing, KeepsTheLastOperations) {
   EXPECT_EQ(s[3].waitPeer, 3);
   EXPECT_TRUE(s[3].waitSend);
   EXPECT_GT(s[3].tEndNs, 0);
+  EXPECT_GE(s[3].tStartNs, s[3].tEnqueueNs);  // queued, then started: timed at each
+  EXPECT_GE(s[3].tEndNs, s[3].tStartNs);
+  EXPECT_EQ(s[0].tStartNs, 0);  // never started
+  EXPECT_EQ(s[0].tEndNs, 0);
+
+  // An entry reused by a later call shows none of the earlier call's times.
+  FlightRecorder one(1);
+  const uint64_t a = one.enqueue(int(Coll::Broadcast), chorusInt8, 4, -1, 0);
+  one.start(a, 1);
+  one.finish(a, chorusTimeout);
+  ASSERT_GT(one.snapshot().at(0).tEndNs, 0);
+  const uint64_t b = one.enqueue(int(Coll::Reduce), chorusInt8, 4, chorusSum, 0);
+  const std::vector<FrRecord> s1 = one.snapshot();
+  ASSERT_EQ(s1.size(), 1u);
+  EXPECT_EQ(s1[0].id, b);
+  EXPECT_EQ(s1[0].state, FrState::Enqueued);
+  EXPECT_EQ(s1[0].result, chorusSuccess);
+  EXPECT_EQ(s1[0].op, int(chorusSum));
+  EXPECT_EQ(s1[0].tStartNs, 0);
+  EXPECT_EQ(s1[0].tEndNs, 0);
+  EXPECT_EQ(s1[0].waitPeer, -1);
 
   FlightRecorder off(0);
   EXPECT_EQ(off.enqueue(int(Coll::Barrier), chorusInt8, 0, -1, -1), 0u);
