@@ -18,6 +18,9 @@ namespace chorus {
 /// Runs one collective on the calling thread (the caller holds comm's exec lock: execMutex or
 /// its bias, src/comm/exec_lock.h).
 chorusResult_t runCollective(chorusComm* comm, const CollArgs& args);
+/// runCollective for a blocking collective (never a send or receive) that was not queued:
+/// numbers it and makes its flight-recorder entry, started, in one write (sets a->frId).
+chorusResult_t runCollectiveNow(chorusComm* comm, CollArgs* a);
 
 /// Runs a batch of sends and receives concurrently (group semantics: no deadlock whatever
 /// the order of the calls).

@@ -144,15 +144,27 @@ void frOperationFailed(chorusComm* comm, chorusResult_t r, const char* what, uin
   frDumpIfConfigured(comm, reason, true, threadLastError());
 }
 
+namespace {
+// The numbered collective `a` (its recorder entry started) runs; its entry is closed.
+chorusResult_t runNumbered(chorusComm* comm, const CollArgs& a, uint64_t seq) {
+  const chorusResult_t r = dispatch(comm, a, seq);
+  comm->flight->finish(a.frId, r);
+  if (__builtin_expect(r != chorusSuccess, 0)) frOperationFailed(comm, r, collName(a.coll), seq);
+  return r;
+}
+}  // namespace
+
 chorusResult_t runCollective(chorusComm* comm, const CollArgs& a) {
   if (a.coll == Coll::Send || a.coll == Coll::Recv) return runP2pBatch(comm, &a, 1);
   const uint64_t seq = ++comm->opCount;
-  FlightRecorder& fr = *comm->flight;
-  fr.start(a.frId, seq);
-  const chorusResult_t r = dispatch(comm, a, seq);
-  fr.finish(a.frId, r);
-  if (__builtin_expect(r != chorusSuccess, 0)) frOperationFailed(comm, r, collName(a.coll), seq);
-  return r;
+  comm->flight->start(a.frId, seq);
+  return runNumbered(comm, a, seq);
+}
+
+chorusResult_t runCollectiveNow(chorusComm* comm, CollArgs* a) {
+  const uint64_t seq = ++comm->opCount;
+  a->frId = comm->flight->begin(static_cast<int>(a->coll), a->type, a->count, a->op, a->root, seq);
+  return runNumbered(comm, *a, seq);
 }
 
 }  // namespace chorus

@@ -23,8 +23,9 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 
 // Timestamps come from the coarse monotonic clock: its resolution (a few milliseconds) is
 // plenty to order and age the operations of a hang, and it costs ~5-10 ns where a precise
-// read costs 30-70 ns on a virtual machine; a blocking call reads it twice (enqueue, which
-// is also its start, and end), a queued one three times.
+// read costs 20-30 ns on a virtual machine (rdtsc alone ~12 ns). A blocking collective reads
+// it once (begin), a queued operation twice (enqueue, start), and a failure once more; a
+// success is not timed (its end lies between its start and the next operation's).
 int64_t frNow() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -70,15 +71,19 @@ const char* resultName(int r) {
   return r >= 0 && r < chorusNumResults ? kNames[r] : "unknown";
 }
 
-uint32_t pack(int coll, int type, FrState s, int result) {
-  return (static_cast<uint32_t>(coll) & 0xff) | (static_cast<uint32_t>(type) & 0xff) << 8 |
-         static_cast<uint32_t>(s) << 16 | (static_cast<uint32_t>(result) & 0xff) << 24;
+// meta: coll | type << 8 | (state | flags) << 16 | result << 24 | op << 32, one store.
+constexpr uint64_t kStartAtEnqueue = 0x10;  // flag: started when recorded (tStart is tEnq)
+constexpr uint64_t kStartStored = 0x20;     // flag: tStart holds the start time
+uint64_t pack(int coll, int type, FrState s, uint64_t flags, int op) {
+  return (static_cast<uint64_t>(coll) & 0xff) | (static_cast<uint64_t>(type) & 0xff) << 8 |
+         (static_cast<uint64_t>(s) | flags) << 16 |
+         static_cast<uint64_t>(static_cast<uint32_t>(op)) << 32;
 }
-uint32_t withState(uint32_t meta, FrState s, int result) {
-  return (meta & 0xffffu) | static_cast<uint32_t>(s) << 16 |
-         (static_cast<uint32_t>(result) & 0xff) << 24;
+uint64_t withState(uint64_t meta, FrState s, int result) {
+  return (meta & ~0xff0f0000ull) | static_cast<uint64_t>(s) << 16 |
+         (static_cast<uint64_t>(result) & 0xff) << 24;
 }
-FrState stateOf(uint32_t meta) { return static_cast<FrState>((meta >> 16) & 0xff); }
+FrState stateOf(uint64_t meta) { return static_cast<FrState>((meta >> 16) & 0x0f); }
 
 bool isP2p(int coll) {
   return coll == static_cast<int>(Coll::Send) || coll == static_cast<int>(Coll::Recv);
@@ -130,12 +135,27 @@ uint64_t FlightRecorder::enqueue(int coll, int type, size_t count, int op, int r
   e.seq.store(0, kRelaxed);
   e.count.store(count, kRelaxed);
   e.tEnq.store(t, kRelaxed);
-  e.tStart.store(startsNow ? t : 0, kRelaxed);
-  e.tEnd.store(0, kRelaxed);
-  e.op.store(op, kRelaxed);
   e.root.store(root, kRelaxed);
   e.wait.store(-1, kRelaxed);
-  e.meta.store(pack(coll, type, FrState::Enqueued, chorusSuccess), kRelaxed);
+  e.meta.store(pack(coll, type, FrState::Enqueued, startsNow ? kStartAtEnqueue : 0, op), kRelaxed);
+  e.id.store(id, std::memory_order_release);
+  return id;
+}
+
+uint64_t FlightRecorder::begin(int coll, int type, size_t count, int op, int root, uint64_t seq) {
+  if (cap_ == 0) return 0;
+  const uint64_t id = next_.load(kRelaxed) + 1;  // one thread at a time, as in enqueue()
+  next_.store(id, kRelaxed);
+  Entry& e = ring_[(id - 1) & mask_];
+  e.id.store(0, kRelaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const int64_t t = frNow();
+  e.seq.store(seq, kRelaxed);
+  e.count.store(count, kRelaxed);
+  e.tEnq.store(t, kRelaxed);  // tStart and tEnd are not written: see the flags and finish()
+  e.root.store(root, kRelaxed);
+  e.wait.store(-1, kRelaxed);
+  e.meta.store(pack(coll, type, FrState::Started, kStartAtEnqueue, op), kRelaxed);
   e.id.store(id, std::memory_order_release);
   return id;
 }
@@ -144,20 +164,26 @@ void FlightRecorder::start(uint64_t id, uint64_t seq) {
   Entry* e = entry(id);
   if (!e) return;
   e->seq.store(seq, kRelaxed);
-  if (e->tStart.load(kRelaxed) == 0) e->tStart.store(frNow(), kRelaxed);
-  const uint32_t m = e->meta.load(kRelaxed);
-  e->meta.store(withState(m, FrState::Started, chorusSuccess), kRelaxed);
+  uint64_t m = e->meta.load(kRelaxed);
+  if (!(m & (kStartAtEnqueue | kStartStored) << 16)) {
+    e->tStart.store(frNow(), kRelaxed);
+    m |= kStartStored << 16;
+  }
+  e->meta.store(withState(m, FrState::Started, chorusSuccess), std::memory_order_release);
 }
 
 void FlightRecorder::finish(uint64_t id, chorusResult_t r) {
   Entry* e = entry(id);
   if (!e) return;
-  const uint32_t m = e->meta.load(kRelaxed);
+  const uint64_t m = e->meta.load(kRelaxed);
   const FrState s = stateOf(m);
   if (s == FrState::Completed || s == FrState::Failed) return;
+  if (r == chorusSuccess) {  // not timed (see frNow); tEnd is read only for a failure
+    e->meta.store(withState(m, FrState::Completed, r), kRelaxed);
+    return;
+  }
   e->tEnd.store(frNow(), kRelaxed);
-  e->meta.store(withState(m, r == chorusSuccess ? FrState::Completed : FrState::Failed, r),
-                kRelaxed);
+  e->meta.store(withState(m, FrState::Failed, r), std::memory_order_release);
 }
 
 void FlightRecorder::noteWait(uint64_t id, int peer, bool send) {
@@ -182,20 +208,24 @@ std::vector<FrRecord> FlightRecorder::snapshot() const {
     FrRecord r;
     r.id = id;
     r.seq = e.seq.load(kRelaxed);
-    const uint32_t m = e.meta.load(kRelaxed);
+    // Acquire: a start or failure time written before the state that says it is there.
+    const uint64_t m = e.meta.load(std::memory_order_acquire);
     r.coll = static_cast<int>(m & 0xff);
     r.type = static_cast<int>((m >> 8) & 0xff);
     r.state = stateOf(m);
-    r.result = static_cast<int>(m >> 24);
-    r.op = e.op.load(kRelaxed);
+    r.result = static_cast<int>((m >> 24) & 0xff);
+    r.op = static_cast<int32_t>(static_cast<uint32_t>(m >> 32));
     r.root = e.root.load(kRelaxed);
     r.count = e.count.load(kRelaxed);
     const int32_t w = e.wait.load(kRelaxed);
     r.waitPeer = w < 0 ? -1 : (w >> 1);
     r.waitSend = w >= 0 && (w & 1);
     r.tEnqueueNs = e.tEnq.load(kRelaxed);
-    r.tStartNs = e.tStart.load(kRelaxed);
-    r.tEndNs = e.tEnd.load(kRelaxed);
+    const uint64_t flags = (m >> 16) & 0xf0;
+    r.tStartNs = flags & kStartAtEnqueue ? r.tEnqueueNs
+                 : flags & kStartStored  ? e.tStart.load(kRelaxed)
+                                         : 0;
+    r.tEndNs = r.state == FrState::Failed ? e.tEnd.load(kRelaxed) : 0;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.id.load(kRelaxed) != id) continue;  // overwritten while we read it
     out.push_back(r);

@@ -4,18 +4,20 @@
 // are the innocent ones, waiting for a rank that skipped a call, called another
 // collective, or died. Each communicator therefore keeps a ring of its last
 // CHORUS_FLIGHT_RECORDER_SIZE operations (what was called, its sequence number, its state,
-// when it was queued, started and ended, and for an operation that is waiting, the peer it
-// waits on). With CHORUS_FLIGHT_RECORDER_DIR set, every rank writes its ring to a JSON
-// file when one of its operations times out or fails on a peer, and when the communicator
-// is finalized, destroyed or aborted; tools/chorus-hang-report reads the files of all
-// ranks and names the culprit.
+// when it was queued and started, when it failed, and for an operation that is waiting, the
+// peer it waits on). With CHORUS_FLIGHT_RECORDER_DIR set, every rank writes its ring to a
+// JSON file when one of its operations times out or fails on a peer, and when the
+// communicator is finalized, destroyed or aborted; tools/chorus-hang-report reads the files
+// of all ranks and names the culprit.
 //
 // Cost: the ring is written by the thread that runs the operation; every field is a
 // relaxed atomic (a plain store on x86) in one cache line per operation, so a dump from
-// another thread (abort) reads it without a lock and without a data race. Per operation:
-// about a dozen stores and two or three reads of the coarse monotonic clock (ms
-// resolution, ~5-10 ns each), ~17 ns in all; per primitive step, one relaxed store (the
-// peer about to be waited on). Size 0 turns all of it into one branch.
+// another thread (abort) reads it without a lock and without a data race. A blocking
+// collective writes its entry once, already started with its sequence number (begin: eight
+// stores), and reads the coarse monotonic clock once (~3-4 ns); its end stores the state and
+// no time unless it failed: a second clock read cost up to 7% of a 512 B call (docs/PERF.md,
+// issue 38 helper small2). Per primitive step, one relaxed store (the peer about to be
+// waited on). Size 0 turns all of it into one branch.
 #pragma once
 
 #include <atomic>
@@ -48,7 +50,8 @@ struct FrRecord {
   int result = chorusSuccess;
   int waitPeer = -1;      ///< last peer this operation waited on (-1: none yet)
   bool waitSend = false;  ///< it waited for buffer space at waitPeer (else for data from it)
-  int64_t tEnqueueNs = 0, tStartNs = 0, tEndNs = 0;  ///< CLOCK_MONOTONIC_COARSE; 0: not yet
+  int64_t tEnqueueNs = 0, tStartNs = 0;  ///< CLOCK_MONOTONIC_COARSE; 0: not yet
+  int64_t tEndNs = 0;  ///< when it failed (Failed only; 0 for Completed: an end is not timed)
 };
 
 class FlightRecorder {
@@ -62,10 +65,13 @@ class FlightRecorder {
   /// `startsNow`: it will start right away on this thread (a blocking call), so its start
   /// time is its enqueue time and start() need not read the clock again.
   uint64_t enqueue(int coll, int type, size_t count, int op, int root, bool startsNow = false);
+  /// Records a blocking collective that starts now with sequence number `seq`: enqueue and
+  /// start in one write of the entry (state Started) and one read of the clock.
+  uint64_t begin(int coll, int type, size_t count, int op, int root, uint64_t seq);
   /// The operation starts with sequence number `seq`.
   void start(uint64_t id, uint64_t seq);
-  /// The operation ended: Completed on success, Failed otherwise. Only the first call
-  /// for an id counts.
+  /// The operation ended: Completed on success, Failed (with the time) otherwise. Only the
+  /// first call for an id counts.
   void finish(uint64_t id, chorusResult_t r);
   /// Notes which peer the operation waits on (used when a wait fails).
   void noteWait(uint64_t id, int peer, bool send);
@@ -85,15 +91,17 @@ class FlightRecorder {
                    const char* detail = nullptr);
 
  private:
-  // One cache line per operation. `meta` packs coll | type << 8 | state << 16 | result << 24
-  // (only the thread running the operation changes it, so a load and a store suffice).
+  // One cache line per operation. `meta` packs coll | type << 8 | (state | flags) << 16 |
+  // result << 24 | op << 32 (only the thread running the operation changes it, so a load and
+  // a store suffice). A blocking collective stores 8 fields (begin): tStart only when the
+  // start came after the record (a flag in meta says which), tEnd only for a failure.
   struct alignas(64) Entry {
     std::atomic<uint64_t> id{0};
     std::atomic<uint64_t> seq{0};
     std::atomic<uint64_t> count{0};
     std::atomic<int64_t> tEnq{0}, tStart{0}, tEnd{0};
-    std::atomic<int32_t> op{-1}, root{-1}, wait{-1};
-    std::atomic<uint32_t> meta{0};
+    std::atomic<uint64_t> meta{0};
+    std::atomic<int32_t> root{-1}, wait{-1};
   };
   static_assert(sizeof(Entry) == 64, "one cache line per entry");
   Entry* entry(uint64_t id) {

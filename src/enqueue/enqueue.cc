@@ -160,9 +160,12 @@ chorusResult_t runBlockingBiased(chorusComm* comm, PrepareFn prepare, const void
   CollArgs scratch;
   CollArgs* args = nullptr;
   CHORUS_CHECK(prepare(ctx, &scratch, &args));
-  args->frId = comm->flight->enqueue(static_cast<int>(args->coll), args->type, args->count,
-                                     args->op, args->root, true);
-  return runUnlessAborted(comm, *args);
+  if (__builtin_expect(comm->abortFlag.load(std::memory_order_relaxed), 0)) {
+    args->frId = comm->flight->enqueue(static_cast<int>(args->coll), args->type, args->count,
+                                       args->op, args->root, true);
+    return runUnlessAborted(comm, *args);  // records it as aborted
+  }
+  return runCollectiveNow(comm, args);
 }
 
 chorusResult_t runBlocking(chorusComm* comm, PrepareFn prepare, const void* ctx) {

@@ -84,12 +84,80 @@ TEST(FlightRecorderRing, KeepsTheLastOperations) {
   EXPECT_EQ(s[3].waitPeer, 3);
   EXPECT_TRUE(s[3].waitSend);
   EXPECT_GT(s[3].tEndNs, 0);
+  EXPECT_GE(s[3].tStartNs, s[3].tEnqueueNs);  // queued, then started: timed at each
+  EXPECT_GE(s[3].tEndNs, s[3].tStartNs);
+  EXPECT_EQ(s[0].tStartNs, 0);  // never started
+  EXPECT_EQ(s[0].tEndNs, 0);
+
+  // An entry reused by a later call shows none of the earlier call's times.
+  FlightRecorder one(1);
+  const uint64_t a = one.enqueue(int(Coll::Broadcast), chorusInt8, 4, -1, 0);
+  one.start(a, 1);
+  one.finish(a, chorusTimeout);
+  ASSERT_GT(one.snapshot().at(0).tEndNs, 0);
+  const uint64_t b = one.enqueue(int(Coll::Reduce), chorusInt8, 4, chorusSum, 0);
+  const std::vector<FrRecord> s1 = one.snapshot();
+  ASSERT_EQ(s1.size(), 1u);
+  EXPECT_EQ(s1[0].id, b);
+  EXPECT_EQ(s1[0].state, FrState::Enqueued);
+  EXPECT_EQ(s1[0].result, chorusSuccess);
+  EXPECT_EQ(s1[0].op, int(chorusSum));
+  EXPECT_EQ(s1[0].tStartNs, 0);
+  EXPECT_EQ(s1[0].tEndNs, 0);
+  EXPECT_EQ(s1[0].waitPeer, -1);
 
   FlightRecorder off(0);
   EXPECT_EQ(off.enqueue(int(Coll::Barrier), chorusInt8, 0, -1, -1), 0u);
   off.start(0, 1);
   off.finish(0, chorusSuccess);
   EXPECT_NE(off.waitSlot(0), nullptr);
+  EXPECT_TRUE(off.snapshot().empty());
+}
+
+TEST(FlightRecorderRing, BeginRecordsAStartedCallInOneWrite) {
+  FlightRecorder fr(2);
+  const uint64_t a = fr.begin(int(Coll::Gather), chorusFloat32, 128, -1, 1, 7);
+  const uint64_t b = fr.begin(int(Coll::AllReduce), chorusInt64, 5, chorusMax, -1, 8);
+  EXPECT_EQ(a, 1u);
+  EXPECT_EQ(b, 2u);
+  // Before it ends, a begun call reads as started, with its number, start time and no end.
+  std::vector<FrRecord> s = fr.snapshot();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].state, FrState::Started);
+  EXPECT_EQ(s[0].seq, 7u);
+  EXPECT_GT(s[0].tStartNs, 0);
+  EXPECT_EQ(s[0].tStartNs, s[0].tEnqueueNs);
+  EXPECT_EQ(s[0].tEndNs, 0);
+  EXPECT_EQ(s[0].waitPeer, -1);
+  fr.noteWait(b, 0, false);
+  fr.finish(a, chorusSuccess);
+  fr.finish(b, chorusRemoteError);
+
+  s = fr.snapshot();
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].coll, int(Coll::Gather));
+  EXPECT_EQ(s[0].type, int(chorusFloat32));
+  EXPECT_EQ(s[0].count, 128u);
+  EXPECT_EQ(s[0].op, -1);
+  EXPECT_EQ(s[0].root, 1);
+  EXPECT_EQ(s[0].state, FrState::Completed);
+  EXPECT_EQ(s[0].result, chorusSuccess);
+  EXPECT_EQ(s[0].tEndNs, 0);  // a success is not timed
+  EXPECT_EQ(s[1].seq, 8u);
+  EXPECT_EQ(s[1].coll, int(Coll::AllReduce));
+  EXPECT_EQ(s[1].type, int(chorusInt64));
+  EXPECT_EQ(s[1].count, 5u);
+  EXPECT_EQ(s[1].op, int(chorusMax));
+  EXPECT_EQ(s[1].root, -1);
+  EXPECT_EQ(s[1].state, FrState::Failed);
+  EXPECT_EQ(s[1].result, chorusRemoteError);
+  EXPECT_EQ(s[1].waitPeer, 0);
+  EXPECT_FALSE(s[1].waitSend);
+  EXPECT_GE(s[1].tEndNs, s[1].tStartNs);  // a failure is
+  EXPECT_GT(s[1].tEndNs, 0);
+
+  FlightRecorder off(0);
+  EXPECT_EQ(off.begin(int(Coll::Barrier), chorusInt8, 0, -1, -1, 1), 0u);
   EXPECT_TRUE(off.snapshot().empty());
 }
 
@@ -153,9 +221,14 @@ TEST(FlightRecorderComm, KnownCallsAreRecordedExactly) {
       EXPECT_EQ(r.result, chorusSuccess);
       EXPECT_GT(r.tEnqueueNs, 0);
       EXPECT_LE(r.tEnqueueNs, r.tStartNs);
-      EXPECT_LE(r.tStartNs, r.tEndNs);
-      if (i > 0 && i != 3) {  // (the send and the receive of the group run together)
-        EXPECT_LE(recs[i - 1].tEndNs, r.tStartNs);
+      EXPECT_EQ(r.tEndNs, 0);  // a success is not timed
+      // Blocking collectives start as they are recorded; the group's p2p and the stream's
+      // all-gather were queued first.
+      if (i != 2 && i != 3 && i != 5) {
+        EXPECT_EQ(r.tEnqueueNs, r.tStartNs);
+      }
+      if (i > 0) {
+        EXPECT_LE(recs[i - 1].tStartNs, r.tStartNs);
       }
     }
     // The small all-reduce is a direct LL exchange: its last wait was for data from the peer.
@@ -226,6 +299,10 @@ TEST(FlightRecorderComm, TimeoutIsRecordedAndDumped) {
   EXPECT_EQ(recs[1].result, chorusTimeout);
   EXPECT_EQ(recs[1].waitPeer, 1);
   EXPECT_FALSE(recs[1].waitSend);
+  EXPECT_GE(recs[1].tEndNs, recs[1].tStartNs);  // when it failed, at least 1 s after
+  EXPECT_GE(recs[1].tEndNs - recs[1].tStartNs, 900000000);
+  EXPECT_EQ(recs[0].state, FrState::Completed);
+  EXPECT_EQ(recs[0].tEndNs, 0);
 
   char name[64];
   std::snprintf(name, sizeof name, "/chorus-fr-%016llx-rank0.json",
