@@ -263,7 +263,10 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
 struct PlanKnobs {
   int nranks = 1;
   size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
-  size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
+  size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD (a number, or auto's fixed part)
+  /// CHORUS_NT_THRESHOLD=auto, every rank on one host: this rank's share of the host's
+  /// last-level cache (output_stores.h); 0: ntBytes alone decides.
+  size_t cacheShareBytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
   bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
   size_t boardBytes = 0;   // a board buffer (transports/board.h) where allShm has boards; 0: none
