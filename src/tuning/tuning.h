@@ -262,8 +262,8 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
 /// The knobs of a plan besides the tables: plain facts, fixed for a communicator.
 struct PlanKnobs {
   int nranks = 1;
-  size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
-  size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD (a number, or auto's fixed part)
+  size_t slotBytes = 0;  // CHORUS_CHUNKSIZE
+  size_t ntBytes = 0;    // CHORUS_NT_THRESHOLD (a number, or auto's fixed part)
   /// CHORUS_NT_THRESHOLD=auto, every rank on one host: this rank's share of the host's
   /// last-level cache (output_stores.h); 0: ntBytes alone decides.
   size_t cacheShareBytes = 0;
