@@ -10,11 +10,12 @@ MPI's mpirun, I_MPI_FABRICS=shm, as tools/perf-compare runs them), the order rot
 round, each run preceded by chorus_membw --pingpong (over 300 ns: the far window). Prints
 per collective, size and place (out of place, in place where the binary reports it) the
 median time (us) of every configuration in each window, and the ratios to the first.
-WAIT_NEAR=S: before each round, wait up to S seconds for the
+NP=N: ranks (default 2). WAIT_NEAR=S: before each round, wait up to S seconds for the
 near window (probe every 2 s). Run it under the exclusive measure lock. INTEL (default ~/.cache/chorus/venv-intel).
 """
 import os, re, statistics, subprocess, sys
 build, rounds, b, e, n, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6].split(",")
+NP = os.environ.get("NP", "2")
 intel = os.environ.get("INTEL", os.path.expanduser("~/.cache/chorus/venv-intel"))
 cfgs = []
 for a in sys.argv[7:]:
@@ -31,7 +32,7 @@ def probe():
     m = re.search(r"(\d+) ns", o)
     return int(m.group(1)) if m else 9999
 for r in range(rounds):
-    # WAIT_NEAR=S: before each round, probe every 2 s for up to S seconds until the near window.
+    # NP=N: ranks (default 2). WAIT_NEAR=S: before each round, probe every 2 s for up to S seconds until the near window.
     deadline = time.time() + float(os.environ.get("WAIT_NEAR", "0"))
     while time.time() < deadline and probe() > 300:
         time.sleep(2)
@@ -46,13 +47,13 @@ for r in range(rounds):
             env = dict(os.environ)
             if label == "mpi":
                 argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader",
-                        "--mca", "pml", "ob1", "-np", "2", build + "/perf/%s_mpi_perf" % coll]
+                        "--mca", "pml", "ob1", "-np", NP, build + "/perf/%s_mpi_perf" % coll]
             elif label in ("impi", "ccl"):
                 env.update(I_MPI_FABRICS="shm", I_MPI_ROOT=intel, PATH=intel + "/bin:" + env["PATH"])
-                argv = [intel + "/bin/mpirun", "-np", "2", build + "/perf/%s_%s_perf" % (coll, label)]
+                argv = [intel + "/bin/mpirun", "-np", NP, build + "/perf/%s_%s_perf" % (coll, label)]
             else:
                 env.update(cenv)
-                argv = [build + "/tools/chorusrun/chorusrun", "-np", "2", build + "/perf/%s_perf" % coll]
+                argv = [build + "/tools/chorusrun/chorusrun", "-np", NP, build + "/perf/%s_perf" % coll]
             p = subprocess.run(argv + flags, env=env, capture_output=True, text=True, timeout=600)
             if p.returncode:
                 print("FAILED", coll, label, p.stderr[-400:]); continue

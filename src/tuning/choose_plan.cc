@@ -64,6 +64,9 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   Plan p{Algo::Ring, Proto::Simple, pieceBytesOf(k.nranks, k.slotBytes, perShare, bytes),
          streamingOutput(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, coll, bytes,
                          call.inPlace)};
+  if (coll == Coll::Broadcast)
+    p.rootCopyStreaming =
+        streamingRootCopy(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, bytes);
   const TuningTables* t = k.nranks > 1 ? tables : nullptr;
   if (t != nullptr) {
     const Segment& g = t->segment(coll, bytes);

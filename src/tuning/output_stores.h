@@ -17,9 +17,10 @@
 // the L3), which is where the rule sends them.
 //
 // Broadcast, scatter, reduce, reduce-scatter, the ordered plan (src/tuning/ordered_plan.cc)
-// and calls between hosts keep the fixed `ntBytes` (CHORUS_NT_THRESHOLD's 8 MiB): broadcast
-// lost with ordinary stores at 8 MiB where the vCPUs shared the L3 (1.04-1.8x), and the
-// others were not measured. A number in CHORUS_NT_THRESHOLD applies to every call, as before.
+// and calls between hosts keep the fixed `ntBytes` (CHORUS_NT_THRESHOLD's 8 MiB): a broadcast
+// receiver lost with ordinary stores at 8 MiB where the vCPUs shared the L3 (1.3-1.6x in
+// place), and the others were not measured. The broadcast root's own copy has its rule
+// (streamingRootCopy, below). A number in CHORUS_NT_THRESHOLD applies to every call, as before.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +43,19 @@ inline bool streamingOutput(size_t ntBytes, size_t cacheShareBytes, int nranks, 
     case Coll::Gather: return bytes >= cacheShareBytes;
     default: return bytes >= ntBytes;
   }
+}
+
+/// A broadcast root's copy of its own input into its output, out of place (the receivers'
+/// outputs follow streamingOutput). The root writes every piece twice, into the slot its
+/// peer reads and into its output, so it sets the pace; the output is the one buffer of the
+/// call nobody reads, yet streaming it cost the FIFO broadcast at np 2 where it fits the
+/// cache: ordinary stores took 0.56-0.63x the time at 8 MiB and 0.78-0.91x at 16 MiB in both
+/// windows, level at 32 MiB, 1.08x the time at 64 MiB (docs/PERF.md#perf-big8m). So under
+/// auto the root streams its own copy only from the host's whole last-level cache (the
+/// share times the ranks, every rank being on the host).
+inline bool streamingRootCopy(size_t ntBytes, size_t cacheShareBytes, int nranks, size_t bytes) {
+  if (cacheShareBytes == 0) return bytes >= ntBytes;
+  return bytes >= cacheShareBytes * static_cast<size_t>(nranks > 0 ? nranks : 1);
 }
 
 }  // namespace chorus

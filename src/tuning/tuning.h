@@ -53,6 +53,9 @@ struct Plan {
   /// does not fit them a chain in rank order (chain).
   bool viaLeaders = false;
   bool chain = false;
+  /// Broadcast on the FIFOs, out of place: the root's copy of its input into its output
+  /// with non-temporal stores (output_stores.h); the receivers follow `streaming`.
+  bool rootCopyStreaming = false;
 };
 
 /// How single copy reached the peers' buffers in a call that took it.

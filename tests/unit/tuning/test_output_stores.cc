@@ -51,6 +51,16 @@ TEST(OutputStores, TheCacheShareDecidesTheSymmetricCollectives) {
   EXPECT_TRUE(streamingOutput(nt, 8 * MiB, 4, Coll::AllGather, 8 * MiB, false));  // 10 MiB
 }
 
+// A broadcast root's own copy: ordinary stores up to the host's whole last-level cache.
+TEST(OutputStores, BroadcastRootCopy) {
+  using chorus::streamingRootCopy;
+  EXPECT_FALSE(streamingRootCopy(8 * MiB, 16 * MiB, 2, 16 * MiB));
+  EXPECT_FALSE(streamingRootCopy(8 * MiB, 16 * MiB, 2, 32 * MiB - 1));
+  EXPECT_TRUE(streamingRootCopy(8 * MiB, 16 * MiB, 2, 32 * MiB));
+  EXPECT_TRUE(streamingRootCopy(8 * MiB, 0, 2, 8 * MiB));  // a number, or between hosts
+  EXPECT_FALSE(streamingRootCopy(8 * MiB, 0, 2, 8 * MiB - 1));
+}
+
 // choosePlan: the cache share only where shared memory joins every rank.
 TEST(OutputStores, ChoosePlanUsesTheShareOnOneHostOnly) {
   chorus::PlanKnobs k;
@@ -69,8 +79,11 @@ TEST(OutputStores, ChoosePlanUsesTheShareOnOneHostOnly) {
   EXPECT_FALSE(chorus::choosePlan(&t, k, Coll::AllGather, 8 * MiB).streaming);
   EXPECT_TRUE(chorus::choosePlan(&t, k, Coll::AllGather, 32 * MiB).streaming);
   EXPECT_TRUE(chorus::choosePlan(&t, k, Coll::Broadcast, 8 * MiB).streaming);
+  EXPECT_FALSE(chorus::choosePlan(&t, k, Coll::Broadcast, 8 * MiB).rootCopyStreaming);
+  EXPECT_TRUE(chorus::choosePlan(&t, k, Coll::Broadcast, 32 * MiB).rootCopyStreaming);
   k.allShm = false;  // calls between hosts: the fixed threshold
   EXPECT_TRUE(chorus::choosePlan(&t, k, Coll::AllGather, 8 * MiB).streaming);
+  EXPECT_TRUE(chorus::choosePlan(&t, k, Coll::Broadcast, 8 * MiB).rootCopyStreaming);
 }
 
 }  // namespace
