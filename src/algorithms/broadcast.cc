@@ -32,6 +32,9 @@ chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& pla
   const size_t pieceElems = std::max<size_t>(1, plan.pieceBytes / elem);
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
+  // The root's own copy (out of place) has a store policy of its own (the plan's,
+  // src/tuning/output_stores.h: it sets the pace, writing every piece twice).
+  if (pos == 0) p.setStreaming(plan.rootCopyStreaming);
   for (size_t off = 0; off < a.count; off += pieceElems) {
     const size_t cnt = std::min(pieceElems, a.count - off);
     if (pos == 0)

@@ -69,11 +69,14 @@ struct PtrCache {
 
 /// The knobs that shape the data path, read once at init from the parameter registry.
 struct CommTuning {
-  size_t slotBytes;        // CHORUS_CHUNKSIZE
-  int fifoDepth;           // slots per connection
-  size_t llBytes;          // CHORUS_LL_THRESHOLD
-  size_t treeBytes;        // CHORUS_TREE_THRESHOLD
-  size_t ntBytes;          // CHORUS_NT_THRESHOLD
+  size_t slotBytes;     // CHORUS_CHUNKSIZE
+  int fifoDepth;        // slots per connection
+  size_t llBytes;       // CHORUS_LL_THRESHOLD
+  size_t treeBytes;     // CHORUS_TREE_THRESHOLD
+  size_t ntBytes;       // CHORUS_NT_THRESHOLD (auto: kAutoNtBytes)
+  bool ntAuto = false;  // CHORUS_NT_THRESHOLD=auto
+  /// Under ntAuto: this rank's share of its host's last-level cache (src/tuning/output_stores.h)
+  size_t cacheShareBytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: one piece per half, as over shm)
   int spin;                // polls before the first clock read (0 where ranks outnumber cores)
   std::string algo;        // CHORUS_ALGO

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -59,7 +60,10 @@ constexpr int64_t kMinSpinNs = 20000;
 constexpr int64_t kMaxSpinNs = 20000000;
 constexpr int64_t kCrowdedSpinNs = 0;
 constexpr int64_t kCrowdedYieldNs = 2000000;
-constexpr int64_t kTcpBusyPollNs = 100000;  // CHORUS_TCP_BUSY_POLL_US=auto where not crowded
+constexpr int64_t kTcpBusyPollNs = 100000;
+// CHORUS_NT_THRESHOLD=auto: the fixed threshold of the calls the cache share does not decide
+// (src/tuning/output_stores.h), the setting's earlier default.
+constexpr size_t kAutoNtBytes = size_t{8} << 20;  // CHORUS_TCP_BUSY_POLL_US=auto where not crowded
 
 /// The CPUs this process may run on, as PeerInfo::cpuMask bits.
 void ownCpuMask(uint64_t (&mask)[16]) {
@@ -148,7 +152,13 @@ chorusResult_t readTuning(chorusComm* comm) {
                 static_cast<long long>(ll));
   t.llBytes = static_cast<size_t>(ll);
   t.treeBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TreeThreshold)));
-  t.ntBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
+  {
+    std::string nt = paramString(Param::NtThreshold);
+    for (auto& c : nt) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    t.ntAuto = nt == "auto" || nt.empty();
+    t.ntBytes = t.ntAuto ? kAutoNtBytes
+                         : static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
+  }
   t.tcpPieceMin = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TcpPieceMin)));
   {
     std::string ss = paramString(Param::SlotStores);
@@ -368,6 +378,15 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
       static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(),
                                      [&](const PeerInfo& p) { return p.hostHash == me.hostHash; }));
 
+  // CHORUS_NT_THRESHOLD=auto: this rank's share of its host's last-level cache (hwloc; none
+  // known: the fixed threshold decides every call), src/tuning/output_stores.h.
+  if (comm->tuning.ntAuto) {
+    const topo::HostTopo& h = topo::detectedHost().host;
+    const uint64_t llc = h.l3Bytes * static_cast<uint64_t>(std::max(0, h.l3Count));
+    comm->tuning.cacheShareBytes =
+        static_cast<size_t>(llc / static_cast<uint64_t>(std::max(1, comm->localRanks)));
+  }
+
   // Hosts that share a kernel share its CPUs: namespaced hosts (tools/cluster) and
   // containers on one machine each count only their own ranks above, yet queue with the
   // others' for the same cores. The kernel's boot id, or a peer's process visible here with
@@ -425,13 +444,19 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
               nranks, comm->name.empty() ? "" : " comm ", comm->name.c_str(), comm->localRanks,
               comm->ncpus, comm->tuning.fifoDepth, comm->tuning.slotBytes, comm->tuning.llBytes);
   // The CPU-dependent choices in one line, so a run on another machine says what it used.
+  char share[160] = "";
+  if (comm->tuning.cacheShareBytes)
+    std::snprintf(share, sizeof share,
+                  "; same-host all-gather, all-to-all, all-reduce and gather by this rank's "
+                  "share of the last-level cache, %zu B",
+                  comm->tuning.cacheShareBytes);
   CHORUS_INFO(
       kLogInit,
-      "rank %d: host kernels %s (%s), streaming stores for results from %zu B "
-      "(CHORUS_NT_THRESHOLD)",
+      "rank %d: host kernels %s (%s), streaming stores for results from %zu B%s "
+      "(CHORUS_NT_THRESHOLD%s)",
       rank, isa,
       wantIsa.empty() ? "best this CPU runs; CHORUS_KERNEL_ISA forces one" : "CHORUS_KERNEL_ISA",
-      comm->tuning.ntBytes);
+      comm->tuning.ntBytes, share, comm->tuning.ntAuto ? "=auto" : "");
   return chorusSuccess;
 }
 

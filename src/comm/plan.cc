@@ -61,6 +61,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.nranks = comm->nranks;
   k.slotBytes = t.slotBytes;
   k.ntBytes = t.ntBytes;
+  k.cacheShareBytes = t.cacheShareBytes;
   k.tcpPieceMin = t.tcpPieceMin;
   k.allShm = pm.allShm;
   k.boardBytes = pm.board != nullptr ? pm.board->bufferBytes() : 0;

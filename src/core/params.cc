@@ -30,8 +30,11 @@ const ParamInfo kParams[] = {
     {"CHORUS_TREE_THRESHOLD", "0",
      "Largest all-reduce (bytes) for which tree is preferred over ring; 0 lets the cost model "
      "decide."},
-    {"CHORUS_NT_THRESHOLD", "8M",
-     "Outputs at least this large are written with streaming (non-temporal) stores."},
+    {"CHORUS_NT_THRESHOLD", "auto",
+     "Outputs at least this large are written with streaming (non-temporal) stores; auto: "
+     "same-host all-gather, all-to-all and all-reduce stream where a rank's input and output "
+     "exceed its share of the host's last-level cache, gather where the root's output reaches "
+     "it, other calls from 8M."},
     {"CHORUS_ALGO", "",
      "Restrict the cost model to these algorithms: ring, tree, direct, doubling (all-reduce "
      "recursive doubling, opt-in: only when named), or a list (ring,tree); ^list excludes. "

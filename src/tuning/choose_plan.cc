@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "src/tuning/output_stores.h"
 #include "src/tuning/tuning.h"
 
 namespace chorus {
@@ -61,7 +62,11 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   if (orderedPlan(tables, k, coll, bytes, call, &ordered)) return ordered;
   const int perShare = tables != nullptr && k.nranks > 1 ? tables->piecesPerShare : 4;
   Plan p{Algo::Ring, Proto::Simple, pieceBytesOf(k.nranks, k.slotBytes, perShare, bytes),
-         bytes >= k.ntBytes};
+         streamingOutput(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, coll, bytes,
+                         call.inPlace)};
+  if (coll == Coll::Broadcast)
+    p.rootCopyStreaming =
+        streamingRootCopy(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, bytes);
   const TuningTables* t = k.nranks > 1 ? tables : nullptr;
   if (t != nullptr) {
     const Segment& g = t->segment(coll, bytes);

@@ -53,6 +53,9 @@ struct Plan {
   /// does not fit them a chain in rank order (chain).
   bool viaLeaders = false;
   bool chain = false;
+  /// Broadcast on the FIFOs, out of place: the root's copy of its input into its output
+  /// with non-temporal stores (output_stores.h); the receivers follow `streaming`.
+  bool rootCopyStreaming = false;
 };
 
 /// How single copy reached the peers' buffers in a call that took it.
@@ -262,8 +265,11 @@ TuningTables tablesFor(const ModelParams& p, const ModelShape& s, const std::str
 /// The knobs of a plan besides the tables: plain facts, fixed for a communicator.
 struct PlanKnobs {
   int nranks = 1;
-  size_t slotBytes = 0;    // CHORUS_CHUNKSIZE
-  size_t ntBytes = 0;      // CHORUS_NT_THRESHOLD
+  size_t slotBytes = 0;  // CHORUS_CHUNKSIZE
+  size_t ntBytes = 0;    // CHORUS_NT_THRESHOLD (a number, or auto's fixed part)
+  /// CHORUS_NT_THRESHOLD=auto, every rank on one host: this rank's share of the host's
+  /// last-level cache (output_stores.h); 0: ntBytes alone decides.
+  size_t cacheShareBytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
   bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
   size_t boardBytes = 0;   // a board buffer (transports/board.h) where allShm has boards; 0: none
