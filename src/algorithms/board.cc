@@ -50,10 +50,9 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
   const size_t piece = std::max(elem, plan.pieceBytes / elem * elem);
   for (size_t off = 0; off < blockBytes; off += piece) {
     const size_t bytes = std::min(piece, blockBytes - off);
+    // Free to write: every peer posted the last piece after reading this buffer's last use
+    // (transports/board.h, rules (a) and (b); this loop keeps both).
     const uint64_t epoch = board->nextEpoch();
-    int waited = -1;
-    chorusResult_t r = board->beginWrite(epoch, w, &waited);
-    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     std::memcpy(board->own(epoch), in + off, bytes);
     board->post(epoch);
     // This rank's own block while the peers take the piece (in place: already there).
@@ -61,10 +60,9 @@ chorusResult_t allGatherBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     for (int k = 1; k < n; ++k) {
       const int from = (rank + k) % n;
       const char* src = nullptr;
-      r = board->waitPosted(from, epoch, &src, w);
+      chorusResult_t r = board->waitPosted(from, epoch, &src, w);
       if (r != chorusSuccess) return p.failed(r, "waiting for the board of", from);
       kernels::copy(out + static_cast<size_t>(from) * blockBytes + off, src, bytes, plan.streaming);
-      board->done(from, epoch);
     }
   }
   return chorusSuccess;
@@ -90,10 +88,11 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
         ((cnt + n - 1) / static_cast<size_t>(n) + lineElems - 1) / lineElems * lineElems;
     auto off = [&](int r) { return std::min(static_cast<size_t>(r) * share, cnt); };
     auto len = [&](int r) { return std::min(static_cast<size_t>(r + 1) * share, cnt) - off(r); };
+    // Both buffers free to write when this rank gets to them (transports/board.h, rules (a)
+    // and (b)): the input's, as every peer posted the last epoch (the previous piece's
+    // shares) after reading its last use; the share's, as every peer posts this piece's input
+    // after reading the last reduced shares, and this rank waits for those posts first.
     const uint64_t inEpoch = board->nextEpoch(), sumEpoch = board->nextEpoch();
-    int waited = -1;
-    chorusResult_t r = board->beginWrite(inEpoch, w, &waited);
-    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     const char* piece = in + base * elem;
     if (spec.preMul)
       kernels::reduce(spec, board->own(inEpoch), nullptr, piece, cnt, kernels::kApplyPre);
@@ -103,12 +102,10 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
     // This rank's share: every rank's input, in rank order.
     const size_t mineOff = off(rank) * elem, mineLen = len(rank);
     for (int k = 0; k < n; ++k) {
-      r = board->waitPosted(k, inEpoch, &src[static_cast<size_t>(k)], w);
+      chorusResult_t r = board->waitPosted(k, inEpoch, &src[static_cast<size_t>(k)], w);
       if (r != chorusSuccess) return p.failed(r, "waiting for the board of", k);
       src[static_cast<size_t>(k)] += mineOff;
     }
-    r = board->beginWrite(sumEpoch, w, &waited);
-    if (r != chorusSuccess) return p.failed(r, "waiting for its board to be read by", waited);
     char* sum = board->own(sumEpoch) + mineOff;
     char* dst = out + base * elem + mineOff;
     if (mineLen > 0) {
@@ -130,17 +127,14 @@ chorusResult_t allReduceBoardSteps(chorusComm* comm, const CollArgs& a, const Pl
                             kernels::kApplyPost | outFlags);
       }
     }
-    for (int k = 0; k < n; ++k)
-      if (k != rank) board->done(k, inEpoch);
     board->post(sumEpoch);
     for (int k = 1; k < n; ++k) {
       const int from = (rank + k) % n;
       const char* res = nullptr;
-      r = board->waitPosted(from, sumEpoch, &res, w);
+      chorusResult_t r = board->waitPosted(from, sumEpoch, &res, w);
       if (r != chorusSuccess) return p.failed(r, "waiting for the board of", from);
       kernels::copy(out + (base + off(from)) * elem, res + off(from) * elem, len(from) * elem,
                     plan.streaming);
-      board->done(from, sumEpoch);
     }
   }
   return chorusSuccess;

@@ -29,8 +29,12 @@ constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 
 // Largest crowded same-host all-reduce that takes the ordered exchange (choosePlan's crowded
 // rule): where it was level or ahead of the boards both quiet and beside two busy processes
-// (np 4 on 2 CPUs, AMD EPYC Zen 5; at 1 MiB it lost beside them).
+// (np 4 on 2 CPUs, AMD EPYC Zen 5; at 1 MiB it lost beside them). Where the transport has
+// boards, only up to kCrowdedOrderedBesideBoardsMaxBytes: at 512 KiB the boards without
+// credit words were level or ahead quiet and 1.8x faster beside two busy processes
+// (docs/PERF.md#perf-np4cells).
 constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
+constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
 
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
@@ -124,11 +128,12 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
                            allows(*t, p.fallback, Algo::Direct, Proto::Simple);
   // All-reduce: the ordered exchange (src/algorithms/ordered.cc, the reproducible mode's
-  // plan, orderedPlan) where the call fits one board buffer (or there are no boards), up to
-  // kCrowdedOrderedMaxBytes: rank r takes block r of every rank's input straight from the
-  // FIFOs, adds them in rank order, and sends its result to every peer, in rounds of 256 KiB
-  // (a share in one piece up to 64 KiB at np 4). Two waits per piece, each for whichever peers
-  // ran, as on the boards; but no rank waits until all n have copied in before it reduces.
+  // plan, orderedPlan) up to kCrowdedOrderedMaxBytes, or where the transport has boards up to
+  // kCrowdedOrderedBesideBoardsMaxBytes (and one board buffer): rank r takes block r of every
+  // rank's input straight from the FIFOs, adds them in rank order, and sends its result to
+  // every peer, in rounds of 256 KiB (a share in one piece up to 64 KiB at np 4). Two waits
+  // per piece, each for whichever peers ran, as on the boards; but no rank waits until all n
+  // have copied in before it reduces.
   // Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, interleaved rounds, docs/PERF.md#perf-crowded-
   // ordered): 64-512 KiB 0.82-0.91x the boards' time where the vCPUs sat on far-apart cores,
   // level where near and beside two busy processes (32-512 KiB 0.93-1.09x); at 1 MiB (the
@@ -136,8 +141,10 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // busy processes, so the boards keep it. The same rank order as the boards (each element's n
   // inputs added once, by one loop over r = 0..n-1): the bits of every run stay the same
   // (docs/REPRODUCIBLE.md).
-  if (crowdedHost && coll == Coll::AllReduce && bytes > k.llBytes &&
-      bytes <= kCrowdedOrderedMaxBytes && (k.boardBytes == 0 || bytes <= k.boardBytes)) {
+  const size_t orderedMax = k.boardBytes == 0
+                                ? kCrowdedOrderedMaxBytes
+                                : std::min(kCrowdedOrderedBesideBoardsMaxBytes, k.boardBytes);
+  if (crowdedHost && coll == Coll::AllReduce && bytes > k.llBytes && bytes <= orderedMax) {
     PlanKnobs asReproducible = k;  // the mode's plan, in either mode
     asReproducible.reproducible = true;
     PlanCall anyOp = call;

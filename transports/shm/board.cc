@@ -18,52 +18,27 @@ void ShmBoard::init(const AreaGeometry& geo, int rank, int nranks, const std::ve
       return;
     }
     char* b = seg + geo.boardOffset(nranks);
-    boards_.push_back(Board{reinterpret_cast<BoardLine*>(b), b + geo.boardCtrlBytes(nranks),
+    boards_.push_back(Board{reinterpret_cast<BoardLine*>(b), b + geo.boardCtrlBytes(),
                             &reinterpret_cast<SegmentHeader*>(seg)->bell,
                             pids[static_cast<size_t>(r)]});
   }
 }
 
-chorusResult_t ShmBoard::beginWrite(uint64_t epoch, const WaitCtx& w, int* waitedFor) {
-  if (epoch <= 2) return chorusSuccess;
-  const Board& mine = boards_[static_cast<size_t>(rank_)];
-  const uint64_t want = epoch - 2;
-  for (int k = 1; k < nranks_; ++k) {
-    const int r = (rank_ + k) % nranks_;
-    std::atomic<uint64_t>& read = mine.lines[1 + r].epoch;
-    const Board& peer = boards_[static_cast<size_t>(r)];
-    chorusResult_t res =
-        waitUntil([&read, want] { return read.load(std::memory_order_acquire) >= want; }, w,
-                  mine.bell, peer.pid, peer.bell);
-    if (res != chorusSuccess) {
-      *waitedFor = r;
-      return res;
-    }
-  }
-  return chorusSuccess;
-}
-
 void ShmBoard::post(uint64_t epoch) {
-  boards_[static_cast<size_t>(rank_)].lines[0].epoch.store(epoch, std::memory_order_release);
+  boards_[static_cast<size_t>(rank_)].posted->epoch.store(epoch, std::memory_order_release);
   for (int k = 1; k < nranks_; ++k)
     ringDoorbell(boards_[static_cast<size_t>((rank_ + k) % nranks_)].bell);
 }
 
 chorusResult_t ShmBoard::waitPosted(int rank, uint64_t epoch, const char** buf, const WaitCtx& w) {
   const Board& owner = boards_[static_cast<size_t>(rank)];
-  std::atomic<uint64_t>& posted = owner.lines[0].epoch;
+  std::atomic<uint64_t>& posted = owner.posted->epoch;
   chorusResult_t res =
       waitUntil([&posted, epoch] { return posted.load(std::memory_order_acquire) >= epoch; }, w,
                 boards_[static_cast<size_t>(rank_)].bell, owner.pid, owner.bell);
   if (res != chorusSuccess) return res;
   *buf = buffer(rank, epoch);
   return chorusSuccess;
-}
-
-void ShmBoard::done(int rank, uint64_t epoch) {
-  const Board& owner = boards_[static_cast<size_t>(rank)];
-  owner.lines[1 + rank_].epoch.store(epoch, std::memory_order_release);
-  ringDoorbell(owner.bell);
 }
 
 }  // namespace shm

@@ -21,16 +21,14 @@ class ShmBoard final : public SharedBoard {
   size_t bufferBytes() const override { return geo_.boardBuffer; }
   uint64_t nextEpoch() override { return ++epoch_; }
   char* own(uint64_t epoch) override { return buffer(rank_, epoch); }
-  chorusResult_t beginWrite(uint64_t epoch, const WaitCtx& w, int* waitedFor) override;
   void post(uint64_t epoch) override;
   chorusResult_t waitPosted(int rank, uint64_t epoch, const char** buf, const WaitCtx& w) override;
-  void done(int rank, uint64_t epoch) override;
 
  private:
   struct Board {
-    BoardLine* lines;  // [0] posted, [1 + r] read by r
-    char* buffers;     // two, boardStride_ apart
-    Doorbell* bell;    // its owner's doorbell (segment header)
+    BoardLine* posted;  // the owner's last posted epoch
+    char* buffers;      // two, stride_ apart
+    Doorbell* bell;     // its owner's doorbell (segment header)
     int pid;
   };
   char* buffer(int rank, uint64_t epoch) const {

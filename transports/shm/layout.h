@@ -61,9 +61,8 @@ struct alignas(64) SegmentHeader {
   Doorbell bell;
 };
 
-/// A board's control (board.h), at the start of the board in its owner's segment: line 0
-/// the owner's last posted epoch, line 1 + r the last epoch rank r finished reading (each
-/// written by one rank alone).
+/// A board's control (board.h), at the start of the board in its owner's segment: one line,
+/// the owner's last posted epoch, on a page of its own (no reader writes to the board).
 struct alignas(64) BoardLine {
   std::atomic<uint64_t> epoch;
   char pad[56];
@@ -158,15 +157,13 @@ struct AreaGeometry {
   }
   /// The board (board.h) after the areas: its control lines, then two buffers.
   size_t boardOffset(int nranks) const { return areaOffset(nranks); }
-  size_t boardCtrlBytes(int nranks) const {
-    return roundUp(sizeof(BoardLine) * (1 + static_cast<size_t>(nranks)), kPage);
-  }
-  size_t boardBytes(int nranks) const {
-    return boardBuffer == 0 ? 0 : boardCtrlBytes(nranks) + 2 * roundUp(boardBuffer, kPage);
+  size_t boardCtrlBytes() const { return kPage; }
+  size_t boardBytes() const {
+    return boardBuffer == 0 ? 0 : boardCtrlBytes() + 2 * roundUp(boardBuffer, kPage);
   }
   /// The pair area (pair_cells.h) after the board: one line (the last exchange this rank
   /// posted) on a page of its own, then one of the pair's two cells.
-  size_t pairOffset(int nranks) const { return boardOffset(nranks) + boardBytes(nranks); }
+  size_t pairOffset(int nranks) const { return boardOffset(nranks) + boardBytes(); }
   size_t pairBytes() const { return pairCell == 0 ? 0 : kPage + roundUp(pairCell, kPage); }
   size_t segmentBytes(int nranks) const { return pairOffset(nranks) + pairBytes(); }
 };

@@ -671,8 +671,9 @@ TEST(ChoosePlan, TwoRanksAllReduceOnSharedMemoryRunsDirectBelow512K) {
 }
 
 // The same, where the transport has shared boards (transports/board.h): all-reduce above
-// the LL threshold takes the ordered exchange while the call fits one board buffer (up to
-// 512 KiB), and runs on the boards where it needs two; all-gather above the tables'
+// the LL threshold takes the ordered exchange up to 256 KiB (and one board buffer), and runs
+// on the boards above, in one piece where it fits one buffer and in two where it needs
+// two; all-gather above the tables'
 // direct/LL runs on the boards while a rank's block fits two board buffers; larger, the
 // ring. Not crowded, two ranks, not one host, no boards, or the ring named: as before.
 TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
@@ -692,11 +693,16 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   using chorus::Proto;
   using chorus::Route;
   const Coll AR = Coll::AllReduce, AG = Coll::AllGather;
-  for (size_t b : {32 * K, 256 * K, 512 * K}) {  // one board buffer: the ordered exchange
+  for (size_t b : {32 * K, 256 * K}) {  // up to 256 KiB: the ordered exchange
     EXPECT_FALSE(plan(kAll, b, AR).board) << b;
     EXPECT_TRUE(plan(kAll, b, AR).ordered) << b;
   }
-  for (size_t b : {512 * K + 64, 600 * K, 1024 * K}) {  // two: the boards
+  for (size_t b : {256 * K + 64, 384 * K, 512 * K}) {  // one board buffer: the boards, one piece
+    EXPECT_TRUE(plan(kAll, b, AR).board) << b;
+    EXPECT_FALSE(plan(kAll, b, AR).ordered) << b;
+    EXPECT_EQ(plan(kAll, b, AR).pieceBytes, b) << b;
+  }
+  for (size_t b : {512 * K + 64, 600 * K, 1024 * K}) {  // two: the boards, two pieces
     const chorus::Plan p = plan(kAll, b, AR);
     EXPECT_TRUE(p.board) << b;
     EXPECT_FALSE(p.ordered) << b;
