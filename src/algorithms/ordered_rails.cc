@@ -60,10 +60,11 @@ struct Rails {
 // larger MTU, other transports) the split only makes the last part a little larger.
 constexpr size_t kOnePacketPartBytes = 45 * 1448 - 24;
 
-// From parts of 512 KiB (1 MiB calls on 2 ranks a host), two pieces a part: 2 x 2 over tcp
-// at 1 MiB, 1.07-1.14x the default against 1.05-1.29x in one piece (each host's ranks on one
-// CPU, or one rank of each host per CPU); at 512 KiB calls (256 KiB parts) two pieces were
-// slower with one rank of each host per CPU (docs/PERF.md#perf-r36tail).
+// From parts of 512 KiB (1 MiB calls on 2 ranks a host), pieces of at most 256 KiB: 2 x 2
+// over tcp, each host's ranks on one CPU, 1 MiB 1.09x the default against 1.26x in one piece,
+// 2 MiB 0.91-0.97x against 1.09-1.23x in 512 KiB pieces (one rank of each host per CPU: 0.97x
+// against 1.06x, 0.91-1.00x against 1.10-1.16x); 512 KiB calls (256 KiB parts) in two pieces
+// were slower with one rank of each host per CPU (docs/PERF.md#perf-r36tail).
 constexpr size_t kTwoPiecesPartBytes = 512 << 10;
 
 }  // namespace
@@ -96,10 +97,12 @@ chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const 
   const size_t elem = p.elemSize();
   Rails rails{a.count, (a.count + static_cast<size_t>(k) - 1) / static_cast<size_t>(k), 0, 0, k};
   rails.pieceElems = std::max<size_t>(1, std::min(plan.pieceBytes / elem, rails.partElems));
-  // A part of kTwoPiecesPartBytes or more in one piece would run up the rail whole before any
-  // of it comes down; in two, the second half goes up while the first comes down.
-  if (rails.partElems * elem >= kTwoPiecesPartBytes && rails.pieceElems >= rails.partElems)
-    rails.pieceElems = (rails.partElems + 1) / 2;
+  // A part of kTwoPiecesPartBytes or more in one piece (or in slot-sized ones) runs up the
+  // rail in long stretches before any of it comes down; in pieces of half that, the next one
+  // goes up while the last comes down.
+  if (rails.partElems * elem >= kTwoPiecesPartBytes)
+    rails.pieceElems =
+        std::max<size_t>(1, std::min(rails.pieceElems, kTwoPiecesPartBytes / 2 / elem));
   rails.pieces = (rails.partElems + rails.pieceElems - 1) / rails.pieceElems;
   // One piece per part, each just over a packet: the uneven split above, if the last part
   // still fits a slot. The same on every rank (count, k, elem, the plan, CHORUS_CHUNKSIZE).
