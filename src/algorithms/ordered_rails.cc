@@ -28,19 +28,44 @@ int orderedRailsWidth(const chorusComm* comm) {
 }
 
 namespace {
-// Part j of the call (rail j) is elements [j * partElems, ...), in pieces of pieceElems; every
-// part has the same number of pieces (the last part's may be short or empty).
+// Part j of the call (rail j) is elements [j * partElems, ...), the last part up to the end,
+// in pieces of pieceElems; every part has the same number of pieces (the last part's may be
+// short, long or empty).
 struct Rails {
   size_t count, partElems, pieceElems, pieces;
+  int k;
+  size_t end(int j) const {
+    return j == k - 1 ? count : std::min(count, static_cast<size_t>(j + 1) * partElems);
+  }
   size_t off(int j, size_t s) const {
-    return std::min(count, static_cast<size_t>(j) * partElems + s * pieceElems);
+    return std::min(end(j), static_cast<size_t>(j) * partElems + s * pieceElems);
   }
   size_t len(int j, size_t s) const {
-    const size_t end = std::min({count, static_cast<size_t>(j + 1) * partElems,
-                                 static_cast<size_t>(j) * partElems + (s + 1) * pieceElems});
-    return end - std::min(end, off(j, s));
+    const size_t e = std::min(end(j), static_cast<size_t>(j) * partElems + (s + 1) * pieceElems);
+    return e - std::min(e, off(j, s));
+  }
+  size_t largestPart() const {
+    return std::max(partElems, count - std::min(count, static_cast<size_t>(k - 1) * partElems));
   }
 };
+
+// What of a rail's part leaves as one packet over tcp: a message of up to 65160 bytes (45
+// segments of 1448, the MSS of a 1500-byte MTU with timestamps, under the kernel's 64 KiB
+// GSO limit) goes out as one, 24 of them the transport's stripe header; one byte more and
+// it takes a second, small packet, which costs both ends about as much as a full one
+// (docs/PERF.md#perf-r36tail: 2 x 2 at 128 KiB, 64 KiB parts, 1.24-1.38x the default with
+// each host's ranks on one CPU, against 1.01-1.21x when one part fits one packet). Where
+// every one of k equal parts would just overflow a packet, parts 0..k-2 take one packet's
+// worth each and the last one the rest: k + 1 packets each way instead of 2k. Elsewhere (a
+// larger MTU, other transports) the split only makes the last part a little larger.
+constexpr size_t kOnePacketPartBytes = 45 * 1448 - 24;
+
+// From parts of 512 KiB (1 MiB calls on 2 ranks a host), pieces of at most 256 KiB: 2 x 2
+// over tcp, each host's ranks on one CPU, 1 MiB 1.09x the default against 1.26x in one piece,
+// 2 MiB 0.91-0.97x against 1.09-1.23x in 512 KiB pieces (one rank of each host per CPU: 0.97x
+// against 1.06x, 0.91-1.00x against 1.10-1.16x); 512 KiB calls (256 KiB parts) in two pieces
+// were slower with one rank of each host per CPU (docs/PERF.md#perf-r36tail).
+constexpr size_t kTwoPiecesPartBytes = 512 << 10;
 
 }  // namespace
 
@@ -70,16 +95,31 @@ chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const 
   const int n = comm->nranks, rank = comm->rank, hosts = n / k;
   const int h = rank / k, j = rank % k, first = h * k;
   const size_t elem = p.elemSize();
-  Rails rails{a.count, (a.count + static_cast<size_t>(k) - 1) / static_cast<size_t>(k), 0, 0};
+  Rails rails{a.count, (a.count + static_cast<size_t>(k) - 1) / static_cast<size_t>(k), 0, 0, k};
   rails.pieceElems = std::max<size_t>(1, std::min(plan.pieceBytes / elem, rails.partElems));
+  // A part of kTwoPiecesPartBytes or more in one piece (or in slot-sized ones) runs up the
+  // rail in long stretches before any of it comes down; in pieces of half that, the next one
+  // goes up while the last comes down.
+  if (rails.partElems * elem >= kTwoPiecesPartBytes)
+    rails.pieceElems =
+        std::max<size_t>(1, std::min(rails.pieceElems, kTwoPiecesPartBytes / 2 / elem));
   rails.pieces = (rails.partElems + rails.pieceElems - 1) / rails.pieceElems;
+  // One piece per part, each just over a packet: the uneven split above, if the last part
+  // still fits a slot. The same on every rank (count, k, elem, the plan, CHORUS_CHUNKSIZE).
+  const size_t onePacket = kOnePacketPartBytes / elem, ku = static_cast<size_t>(k);
+  if (rails.pieces == 1 && onePacket > 0 && a.count > ku * onePacket &&
+      a.count <= (ku + 1) * onePacket &&
+      (a.count - (ku - 1) * onePacket) * elem <= comm->tuning.slotBytes) {
+    rails.partElems = onePacket;
+    rails.pieceElems = rails.largestPart();
+  }
   const size_t lag = 2 * static_cast<size_t>(hosts - 1 - h);
   const int prev = h > 0 ? rank - k : -1, next = h < hosts - 1 ? rank + k : -1;
   const char* in = static_cast<const char*>(a.sendbuf);
   char* out = static_cast<char*>(a.recvbuf);
   // The partial sums of part j go through scratch, never reused within the call (a tcp send
   // may read them until the call settles).
-  char* acc = static_cast<char*>(comm->scratch.get(comm->scratch.b, rails.partElems * elem));
+  char* acc = static_cast<char*>(comm->scratch.get(comm->scratch.b, rails.largestPart() * elem));
   // Down the rail: to the host before, then to this host's other ranks.
   std::vector<int> down;
   if (prev >= 0) down.push_back(prev);

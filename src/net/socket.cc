@@ -123,11 +123,12 @@ bool retryableConnectError(int err) {
 // One attempt. Returns chorusSuccess with *err = 0 when connected; chorusSuccess with
 // *err set when the attempt failed with errno *err (caller decides); anything else is final.
 chorusResult_t tryConnect(const SockAddr& addr, int64_t deadlineNs, int abortFd, Fd* out,
-                          const char* what, int* err) {
+                          const char* what, int* err, const BeforeConnect& before = nullptr) {
   *err = 0;
   Fd s(::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!s.valid()) CHORUS_FAIL(chorusSystemError, "socket() for %s: %s", what, strerror(errno));
   setNoDelay(s.get());
+  if (before) before(s.get());
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) != 0) {
     if (errno != EINPROGRESS && errno != EINTR) {
       *err = errno;
@@ -211,12 +212,12 @@ chorusResult_t connectOnce(const SockAddr& addr, int64_t deadlineNs, int abortFd
 }
 
 chorusResult_t connectRetry(const SockAddr& addr, int64_t deadlineNs, int abortFd, Fd* out,
-                            const char* what) {
+                            const char* what, const BeforeConnect& before) {
   int64_t backoffNs = 1000000;  // 1 ms, doubling to 100 ms
   int attempts = 0;
   for (;;) {
     int err = 0;
-    CHORUS_CHECK(tryConnect(addr, deadlineNs, abortFd, out, what, &err));
+    CHORUS_CHECK(tryConnect(addr, deadlineNs, abortFd, out, what, &err, before));
     if (err == 0) return chorusSuccess;
     ++attempts;
     if (!retryableConnectError(err))

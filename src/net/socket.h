@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "chorus.h"
@@ -85,10 +86,15 @@ chorusResult_t acceptOne(int listenFd, Fd* out, SockAddr* peer);
 chorusResult_t connectOnce(const SockAddr& addr, int64_t deadlineNs, int abortFd, Fd* out,
                            const char* what);
 
+/// Options a caller sets on each new socket before connect(): those that act on the
+/// handshake or on what the kernel sets up when the connection completes.
+using BeforeConnect = std::function<void(int fd)>;
+
 /// Connects, retrying refused / unreachable attempts with a short backoff until the
-/// deadline (the listener may not exist yet).
+/// deadline (the listener may not exist yet). `before`, if set, runs on every attempt's
+/// socket before its connect().
 chorusResult_t connectRetry(const SockAddr& addr, int64_t deadlineNs, int abortFd, Fd* out,
-                            const char* what);
+                            const char* what, const BeforeConnect& before = nullptr);
 
 /// Sends / receives exactly n bytes. A peer that closes gives chorusRemoteError.
 chorusResult_t sendAll(int fd, const void* data, size_t n, int64_t deadlineNs, int abortFd,

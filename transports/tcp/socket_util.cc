@@ -40,8 +40,12 @@ chorusResult_t openAuthenticated(const SockAddr& to, const Hello& hello, int64_t
                                  const std::string& congestion, int64_t deadlineNs,
                                  const char* what, Fd* out) {
   Fd fd;
-  CHORUS_CHECK(connectRetry(to, deadlineNs, -1, &fd, what));
-  tuneSocket(fd.get(), bufBytes, congestion);
+  // Tuned before connect(): the congestion control the handshake completes with is
+  // initialised then, and a pacing one (BBR, the system default on many hosts) turns the
+  // socket's pacing on for good; switching to `congestion` afterwards kept it on, so every
+  // packet after a full 64 KiB one waited len / pacing rate on a timer (docs/PERF.md#perf-r36tail).
+  CHORUS_CHECK(connectRetry(to, deadlineNs, -1, &fd, what,
+                            [&](int s) { tuneSocket(s, bufBytes, congestion); }));
   CHORUS_CHECK(sendAll(fd.get(), &hello, sizeof(hello), deadlineNs, -1, what));
   *out = std::move(fd);
   return chorusSuccess;

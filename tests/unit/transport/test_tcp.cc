@@ -323,6 +323,35 @@ TEST(TcpTransport, CongestionControlIsSetOrRefusedHarmlessly) {
   t.join();
 }
 
+// The transport tunes its sockets before connect(): a congestion control set after the
+// handshake keeps the pacing that the system default (BBR on many hosts) turned on when the
+// connection completed (docs/PERF.md#perf-r36tail). So connectRetry's hook must see a socket
+// that is not connected yet, and what it sets must hold on the connected socket.
+TEST(TcpTransport, SocketsAreTunedBeforeTheyConnect) {
+  Fd listener;
+  SockAddr at;
+  ASSERT_EQ(listenOn(loopback(AF_INET), false, &listener, &at), chorusSuccess);
+  int calls = 0, connectedAtHook = 0;
+  Fd s;
+  ASSERT_EQ(
+      connectRetry(at, nowNs() + kLong, -1, &s, "listener",
+                   [&](int fd) {
+                     ++calls;
+                     SockAddr peer;
+                     peer.len = sizeof(peer.ss);
+                     if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer.ss), &peer.len) == 0)
+                       ++connectedAtHook;
+                     tcp::tuneSocket(fd, 0, "reno");
+                   }),
+      chorusSuccess);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(connectedAtHook, 0);
+  char name[32] = {};
+  socklen_t len = sizeof(name);
+  ASSERT_EQ(getsockopt(s.get(), IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+  EXPECT_EQ(std::string(name, strnlen(name, sizeof(name))), "reno");
+}
+
 // Who reads the sockets: the waiting thread polls them itself for busyPollNs, then the
 // progress thread takes over. Every split must deliver everything: no polling at all (the
 // thread does it all), always polling, and a short poll with a sender that pauses longer
