@@ -55,6 +55,9 @@ struct CopyPathCall {
   CopyPath way = CopyPath::Fifo;
   size_t bytes = 0;
   bool inPlace = false;
+  /// A root that leaves early (broadcast, scatter) on the FIFO: how long it waited for its
+  /// receivers' descriptors, not counted in the call's time (single_copy.cc, swap).
+  uint64_t catchUpNs = 0;
 };
 chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                              uint64_t seq, size_t resultBytes, bool* done, CopyPathCall* call);

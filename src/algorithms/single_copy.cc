@@ -127,6 +127,7 @@ class SingleCopy {
     mine.lastNs = last.ns;
     theirs_[static_cast<size_t>(rank_)] = mine;
     for (int peer : to) CHORUS_CHECK(p_.sendLL(peer, &mine, sizeof mine));
+    const int64_t waitFrom = nowNs();
     for (int peer : from) {
       Desc& d = theirs_[static_cast<size_t>(peer)];
       CHORUS_CHECK(p_.recvLL(peer, &d, sizeof d));
@@ -139,6 +140,15 @@ class SingleCopy {
                     static_cast<unsigned long long>(d.bytes), bytes_);
     }
     cma_ = theirs_[static_cast<size_t>(decidingRank(a_))].cma == 1;
+    // A root that leaves early runs ahead of its receivers through a FIFO lease (up to 63
+    // calls, and as many as the FIFO holds), so the swap that ends the lease waits here for
+    // the receivers to drain the calls before: the leased calls' time, not this call's.
+    // Counted, it made the FIFO's timed calls 3-12x its leased ones (scatter np 2, 128 KiB:
+    // 3.4-47 us against 1.2-1.5), most of all in place, where the root, with no copy of its
+    // own, runs furthest ahead: the chooser then took CMA at 5.8 us for dozens of calls and
+    // in-place scatter ran at twice the FIFO's time (docs/PERF.md#perf-gather2). CMA calls
+    // wait for each other at every call (finish), so their swap holds no such backlog.
+    if (rootLeavesEarly(a_.coll) && rank_ == a_.root && !cma_) catchUpNs_ = nowNs() - waitFrom;
     if (rootLeavesEarly(a_.coll) && rank_ == a_.root) recordPending(from);
     return chorusSuccess;
   }
@@ -211,8 +221,9 @@ class SingleCopy {
   int n_, rank_;
   size_t bytes_;
   bool cma_;
-  uint32_t offer_ = 0;  // the FIFO lease in our descriptor
-  bool fifo_ = false;   // fellBack()
+  uint32_t offer_ = 0;      // the FIFO lease in our descriptor
+  uint64_t catchUpNs_ = 0;  // swap: a root that leaves early waited for its receivers
+  bool fifo_ = false;       // fellBack()
   std::vector<Desc> theirs_;
 };
 
@@ -475,6 +486,7 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
     default: return chorusSuccess;
   }
   if (r == chorusSuccess) s.noteLease(plan, resultBytes);
+  call->catchUpNs = s.catchUpNs_;
   return r;
 }
 
@@ -491,10 +503,12 @@ void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& ca
   const size_t u = static_cast<size_t>(copyPathUse(a.coll));
   pm.lastCall[u] = PeerMem::LastCall{seq, static_cast<uint64_t>(ns)};
   if (!call.chose) return;
-  if (rootLeavesEarly(a.coll))
-    pm.pending[u] =
-        PeerMem::PendingCall{seq, call.bytes, call.inPlace, call.way, static_cast<uint64_t>(ns)};
-  else
+  if (rootLeavesEarly(a.coll)) {
+    const uint64_t own = static_cast<uint64_t>(ns) > call.catchUpNs
+                             ? static_cast<uint64_t>(ns) - call.catchUpNs
+                             : 1;  // record() ignores a time of 0
+    pm.pending[u] = PeerMem::PendingCall{seq, call.bytes, call.inPlace, call.way, own};
+  } else
     recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, static_cast<uint64_t>(ns));
 }
 

@@ -8,10 +8,10 @@
 // disagreed with another about whether a call is leased would hang or mix up bytes. So each
 // collective that can copy once (gather, scatter, all-gather, all-to-all, broadcast,
 // all-reduce) runs long runs of calls of one size, in phases that change what a lease must
-// follow: out of place from root 0; in place; from another root; with a call of another
-// size between every few; on registered chorusMemAlloc buffers (the single copy proper
-// must come back within a lease); and ordinary buffers again. Sizes: odd element counts,
-// from just over the single-copy threshold (8 KiB) to past the all-reduce's 64 KiB. Every
+// follow: out of place from root 0; in place; from another root, out of and in place; with
+// a call of another size between every few; on registered chorusMemAlloc buffers (the
+// single copy proper must come back within a lease); and ordinary buffers again. Sizes: odd element
+// counts, from just over the single-copy threshold (8 KiB) to past the all-reduce's 64 KiB. Every
 // call's output is compared with what it must hold; the failure count is all-reduced and a
 // rank exits 1 when any rank saw a wrong byte.
 #include <chorus.h>
@@ -168,8 +168,9 @@ int main() {
     int mix;
   };
   const Phase phases[] = {{150, 0, false, false, 0},    {70, 0, true, false, 0},
-                          {70, other, false, false, 0}, {70, 0, false, false, 9},
-                          {70, 0, false, true, 0},      {70, 0, false, false, 0}};
+                          {70, other, false, false, 0}, {70, other, true, false, 0},
+                          {70, 0, false, false, 9},     {70, 0, false, true, 0},
+                          {70, 0, false, false, 0}};
   const char* colls[] = {"gather",     "scatter",   "all_gather",
                          "all_to_all", "broadcast", "all_reduce"};
   long k = 0;
