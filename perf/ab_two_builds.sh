@@ -29,25 +29,4 @@ for r in $(seq 1 "$R"); do
     done
   done
 done
-python3 - "$OUT" <<'PY'
-import collections, glob, os, statistics, sys
-t = collections.defaultdict(list)
-wrong = 0
-for f in glob.glob(os.path.join(sys.argv[1], "*.txt")):
-    c, lib, r, _ = os.path.basename(f).split(".")
-    for line in open(f):
-        p = line.split()
-        if len(p) >= 13 and p[0].isdigit():
-            sz = int(p[0])
-            t[(c, lib, sz, "oop")].append(sz / float(p[6]) / 1e3)
-            t[(c, lib, sz, "ip")].append(sz / float(p[10]) / 1e3)
-            wrong += int(p[8]) + int(p[12])
-print("wrong results:", wrong)
-for k in sorted(t):
-    print(k, " ".join("%.3f" % x for x in t[k]))
-print("%-10s %6s %3s %8s %8s %8s  %6s %6s" % ("coll", "size", "pl", "base", "new", "mpi", "mpi/new", "base/new"))
-for c, s, pl in sorted(set((k[0], k[2], k[3]) for k in t)):
-    m = {lib: statistics.median(t[(c, lib, s, pl)]) for lib in ("base", "new", "mpi") if t[(c, lib, s, pl)]}
-    print("%-10s %6d %3s %8.4f %8.4f %8.4f  %6.2f %6.2f" % (c, s, pl, m.get("base", 0), m["new"],
-          m.get("mpi", 0), m.get("mpi", 0) / m["new"], m.get("base", 0) / m["new"]))
-PY
+python3 "$(dirname "$0")/ab_rows.py" two-builds "$OUT"

@@ -28,23 +28,4 @@ for r in $(seq 1 "$R"); do
     done
   done
 done
-python3 - "$OUT" "${LABELS[@]}" <<'PY'
-import collections, glob, os, statistics, sys
-t = collections.defaultdict(list)
-vs = sys.argv[2:]
-wrong = 0
-for f in glob.glob(os.path.join(sys.argv[1], "*.txt")):
-    c, v, r, _ = os.path.basename(f).split(".")
-    for line in open(f):
-        p = line.split()
-        if len(p) >= 13 and p[0].isdigit():
-            sz = int(p[0])
-            t[(c, v, sz)].append(sz / float(p[6]) / 1e3)
-            wrong += int(p[8]) + int(p[12])
-print("wrong results:", wrong)
-print("%-14s %6s " % ("coll", "size") + " ".join("%9s" % v for v in vs) + "  %s/%s" % tuple(vs[:2]))
-for c, s in sorted(set((k[0], k[2]) for k in t)):
-    m = {v: statistics.median(t[(c, v, s)]) for v in vs if t[(c, v, s)]}
-    print("%-14s %6d " % (c, s) + " ".join("%9.4f" % m.get(v, 0) for v in vs) +
-          "  %.3f" % (m[vs[0]] / m[vs[1]] if len(vs) > 1 else 1))
-PY
+python3 "$(dirname "$0")/ab_rows.py" variants "$OUT" "${LABELS[@]}"
