@@ -15,18 +15,6 @@ namespace chorus {
 using kernels::kApplyPost;
 using kernels::kApplyPre;
 
-int orderedRailsWidth(const chorusComm* comm) {
-  const int n = comm->nranks, hosts = comm->nHosts;
-  if (hosts < 2 || n % hosts != 0 || n / hosts < 2) return 0;
-  const int k = n / hosts;
-  // nHosts blocks of k ranks, each on one host: then each block is a host of its own.
-  for (int r = 0; r < n; ++r)
-    if (comm->peers[static_cast<size_t>(r)].hostHash !=
-        comm->peers[static_cast<size_t>(r - r % k)].hostHash)
-      return 0;
-  return k;
-}
-
 namespace {
 // Part j of the call (rail j) is elements [j * partElems, ...), the last part up to the end,
 // in pieces of pieceElems; every part has the same number of pieces (the last part's may be

@@ -9,10 +9,6 @@ namespace chorus {
 
 class Prims;
 
-/// k where the communicator's hosts hold equal, contiguous runs of k >= 2 ranks each (host h:
-/// ranks h*k .. h*k+k-1), on 2 or more hosts; else 0. The same answer on every rank.
-int orderedRailsWidth(const chorusComm* comm);
-
 /// k chains of host leaders side by side, one per k-th of the call: chain j adds the ranks'
 /// pieces of part j in rank order on the j-th rank of each host, the sum comes back down it.
 chorusResult_t orderedAllReduceRails(chorusComm* comm, const CollArgs& a, const Plan& plan,

@@ -287,6 +287,11 @@ void commTuningInit(chorusComm* comm);
 /// call). `bytes` is the size of the whole result buffer.
 Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& call = PlanCall{});
 
+/// k where the communicator's hosts hold equal, contiguous runs of k >= 2 ranks each (host h:
+/// ranks h*k .. h*k+k-1), on 2 or more hosts; else 0. The same answer on every rank: the
+/// width of reproducible mode's leaders' rails (src/algorithms/ordered_rails.cc).
+int orderedRailsWidth(const chorusComm* comm);
+
 /// Validates a communicator handle passed by the user.
 chorusResult_t commCheck(const chorusComm* comm, const char* api);
 

@@ -54,6 +54,22 @@ const TuningTables& tables(chorusComm* comm) {
   return c.tables;
 }
 
+}  // namespace
+
+int orderedRailsWidth(const chorusComm* comm) {
+  const int n = comm->nranks, hosts = comm->nHosts;
+  if (hosts < 2 || n % hosts != 0 || n / hosts < 2) return 0;
+  const int k = n / hosts;
+  // nHosts blocks of k ranks, each on one host: then each block is a host of its own.
+  for (int r = 0; r < n; ++r)
+    if (comm->peers[static_cast<size_t>(r)].hostHash !=
+        comm->peers[static_cast<size_t>(r - r % k)].hostHash)
+      return 0;
+  return k;
+}
+
+namespace {
+
 PlanKnobs knobsOf(const chorusComm* comm) {
   const CommTuning& t = comm->tuning;
   const PeerMem& pm = comm->peerMem;
@@ -71,6 +87,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.cmaLimit = pm.cmaLimit;
   k.reproducible = t.reproducible;
   k.crowded = comm->maxRanksPerKernelCpu > 1.0;
+  k.railsFit = orderedRailsWidth(comm) != 0;
   return k;
 }
 

@@ -106,7 +106,15 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
       return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) &
              ~size_t{63};
     };
-    if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes) {
+    // From kOrderedLeadersChainMinBytes, where the layout fits the rails, the rails rather
+    // than the leaders' chain: with the sockets no longer paced (docs/PERF.md#perf-r36tail)
+    // they took 0.69-0.70x the default's time at 64 KiB with one rank of each host per CPU
+    // where the chain took 1.19-1.21x, level with it (1.18-1.21x) with each host's ranks on
+    // one CPU, and 1.08-1.16x against 1.22-1.28x unplaced (2 hosts x 2 ranks,
+    // docs/PERF.md#perf-lead-night). The leaders' chain keeps the layouts the rails cannot
+    // take (contiguous runs of unequal length, one rank a host).
+    const bool railsFirst = k.railsFit && bytes >= kOrderedLeadersChainMinBytes;
+    if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes && !railsFirst) {
       p->proto = Proto::LL;
       p->viaLeaders = true;
       if (bytes >= kOrderedLeadersChainMinBytes) {

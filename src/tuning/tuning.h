@@ -283,6 +283,9 @@ struct PlanKnobs {
   /// Some kernel runs more of the job's ranks than it has CPUs (chorusComm::
   /// maxRanksPerKernelCpu > 1; the same on every rank).
   bool crowded = false;
+  /// The hosts hold equal, contiguous runs of 2 or more ranks (orderedRailsWidth): the
+  /// reproducible all-reduce across hosts can take the leaders' rails.
+  bool railsFit = false;
 };
 
 /// What a call brings besides its collective and size.

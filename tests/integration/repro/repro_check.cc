@@ -52,7 +52,7 @@ struct Options {
   std::vector<std::string> types{"float32", "float64", "bfloat16", "float16"};
   std::vector<std::string> ops{"sum", "avg", "prod"};
   std::vector<std::string> colls{"all_reduce", "reduce", "reduce_scatter"};
-  std::vector<size_t> counts{1, 7, 1000, 4099, 70001};
+  std::vector<size_t> counts{1, 7, 1000, 4099, 16384, 70001};
   int registered = 2;  // 0 no, 1 yes, 2 both
   bool verbose = false;
 };
