@@ -32,10 +32,8 @@ void ShmBoard::post(uint64_t epoch) {
 
 chorusResult_t ShmBoard::waitPosted(int rank, uint64_t epoch, const char** buf, const WaitCtx& w) {
   const Board& owner = boards_[static_cast<size_t>(rank)];
-  std::atomic<uint64_t>& posted = owner.posted->epoch;
-  chorusResult_t res =
-      waitUntil([&posted, epoch] { return posted.load(std::memory_order_acquire) >= epoch; }, w,
-                boards_[static_cast<size_t>(rank_)].bell, owner.pid, owner.bell);
+  chorusResult_t res = waitLinePosted(
+      *owner.posted, epoch, w, boards_[static_cast<size_t>(rank_)].bell, owner.pid, owner.bell);
   if (res != chorusSuccess) return res;
   *buf = buffer(rank, epoch);
   return chorusSuccess;

@@ -69,6 +69,17 @@ struct alignas(64) BoardLine {
 };
 static_assert(sizeof(BoardLine) == 64, "board line");
 
+/// Waits until `line`'s owner has posted `epoch` (its release store, read with acquire):
+/// waitUntil on this rank's doorbell `bell`, watching the owner's process `ownerPid`, the
+/// owner's doorbell `ownerBell`. The one wait of the boards (board.h) and the pair cells
+/// (pair_cells.h), whose posted words are both BoardLines.
+inline chorusResult_t waitLinePosted(BoardLine& line, uint64_t epoch, const WaitCtx& w,
+                                     Doorbell* bell, int ownerPid, const Doorbell* ownerBell) {
+  std::atomic<uint64_t>& posted = line.epoch;
+  return waitUntil([&posted, epoch] { return posted.load(std::memory_order_acquire) >= epoch; }, w,
+                   bell, ownerPid, ownerBell);
+}
+
 /// An LL message goes in one of two kinds of buffer by its size (AreaGeometry).
 ///
 /// Short messages (up to kLlLineMax = 448 bytes) go in a short buffer of 64-byte lines:

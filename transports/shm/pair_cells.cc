@@ -26,9 +26,8 @@ void ShmPairCells::post(uint64_t x) {
 }
 
 chorusResult_t ShmPairCells::waitPeer(uint64_t x, const char** cell, const WaitCtx& w) {
-  std::atomic<uint64_t>& posted = posted_[1 - rank_]->epoch;
-  chorusResult_t r = waitUntil([&posted, x] { return posted.load(std::memory_order_acquire) >= x; },
-                               w, bells_[rank_], peerPid_, bells_[1 - rank_]);
+  chorusResult_t r =
+      waitLinePosted(*posted_[1 - rank_], x, w, bells_[rank_], peerPid_, bells_[1 - rank_]);
   if (r != chorusSuccess) return r;
   *cell = cells_[(x + static_cast<uint64_t>(1 - rank_)) & 1];
   return chorusSuccess;
