@@ -119,8 +119,8 @@ FlightRecorder::FlightRecorder(size_t capacity)
       mask_(cap_ ? cap_ - 1 : 0),
       ring_(cap_ ? new Entry[cap_] : nullptr) {}
 
-uint64_t FlightRecorder::enqueue(int coll, int type, size_t count, int op, int root,
-                                 bool startsNow) {
+uint64_t FlightRecorder::record(int coll, int type, size_t count, int op, int root, uint64_t seq,
+                                FrState state, bool startsNow) {
   if (cap_ == 0) return 0;
   // Not a read-modify-write: calls on one communicator come from one thread at a time (as
   // in NCCL; the stream worker never enqueues). Were two threads to race here anyway, two
@@ -132,32 +132,23 @@ uint64_t FlightRecorder::enqueue(int coll, int type, size_t count, int op, int r
   e.id.store(0, kRelaxed);
   std::atomic_thread_fence(std::memory_order_release);
   const int64_t t = frNow();
-  e.seq.store(0, kRelaxed);
-  e.count.store(count, kRelaxed);
-  e.tEnq.store(t, kRelaxed);
-  e.root.store(root, kRelaxed);
-  e.wait.store(-1, kRelaxed);
-  e.meta.store(pack(coll, type, FrState::Enqueued, startsNow ? kStartAtEnqueue : 0, op), kRelaxed);
-  e.id.store(id, std::memory_order_release);
-  return id;
-}
-
-uint64_t FlightRecorder::begin(int coll, int type, size_t count, int op, int root, uint64_t seq) {
-  if (cap_ == 0) return 0;
-  const uint64_t id = next_.load(kRelaxed) + 1;  // one thread at a time, as in enqueue()
-  next_.store(id, kRelaxed);
-  Entry& e = ring_[(id - 1) & mask_];
-  e.id.store(0, kRelaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  const int64_t t = frNow();
   e.seq.store(seq, kRelaxed);
   e.count.store(count, kRelaxed);
   e.tEnq.store(t, kRelaxed);  // tStart and tEnd are not written: see the flags and finish()
   e.root.store(root, kRelaxed);
   e.wait.store(-1, kRelaxed);
-  e.meta.store(pack(coll, type, FrState::Started, kStartAtEnqueue, op), kRelaxed);
+  e.meta.store(pack(coll, type, state, startsNow ? kStartAtEnqueue : 0, op), kRelaxed);
   e.id.store(id, std::memory_order_release);
   return id;
+}
+
+uint64_t FlightRecorder::enqueue(int coll, int type, size_t count, int op, int root,
+                                 bool startsNow) {
+  return record(coll, type, count, op, root, 0, FrState::Enqueued, startsNow);
+}
+
+uint64_t FlightRecorder::begin(int coll, int type, size_t count, int op, int root, uint64_t seq) {
+  return record(coll, type, count, op, root, seq, FrState::Started, true);
 }
 
 void FlightRecorder::start(uint64_t id, uint64_t seq) {

@@ -104,6 +104,10 @@ class FlightRecorder {
     std::atomic<int32_t> root{-1}, wait{-1};
   };
   static_assert(sizeof(Entry) == 64, "one cache line per entry");
+  /// enqueue and begin: one entry written whole, sequence number `seq` (0: not yet), in
+  /// `state`; `startsNow`: its start time is its record time (the kStartAtEnqueue flag).
+  uint64_t record(int coll, int type, size_t count, int op, int root, uint64_t seq, FrState state,
+                  bool startsNow);
   Entry* entry(uint64_t id) {
     if (id == 0) return nullptr;
     Entry* e = &ring_[(id - 1) & mask_];
