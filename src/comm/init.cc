@@ -20,6 +20,7 @@
 #include "kernels/host/host_reduce.h"
 #include "src/comm/topo_exchange.h"
 #include "src/topology/topo.h"
+#include "src/tuning/names.h"
 #include "transports/registry/registry.h"
 
 namespace chorus {
@@ -60,10 +61,10 @@ constexpr int64_t kMinSpinNs = 20000;
 constexpr int64_t kMaxSpinNs = 20000000;
 constexpr int64_t kCrowdedSpinNs = 0;
 constexpr int64_t kCrowdedYieldNs = 2000000;
-constexpr int64_t kTcpBusyPollNs = 100000;
+constexpr int64_t kTcpBusyPollNs = 100000;  // CHORUS_TCP_BUSY_POLL_US=auto where not crowded
 // CHORUS_NT_THRESHOLD=auto: the fixed threshold of the calls the cache share does not decide
 // (src/tuning/output_stores.h), the setting's earlier default.
-constexpr size_t kAutoNtBytes = size_t{8} << 20;  // CHORUS_TCP_BUSY_POLL_US=auto where not crowded
+constexpr size_t kAutoNtBytes = size_t{8} << 20;
 
 /// The CPUs this process may run on, as PeerInfo::cpuMask bits.
 void ownCpuMask(uint64_t (&mask)[16]) {
@@ -153,16 +154,14 @@ chorusResult_t readTuning(chorusComm* comm) {
   t.llBytes = static_cast<size_t>(ll);
   t.treeBytes = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TreeThreshold)));
   {
-    std::string nt = paramString(Param::NtThreshold);
-    for (auto& c : nt) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    const std::string nt = lowerCase(paramString(Param::NtThreshold));
     t.ntAuto = nt == "auto" || nt.empty();
     t.ntBytes = t.ntAuto ? kAutoNtBytes
                          : static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::NtThreshold)));
   }
   t.tcpPieceMin = static_cast<size_t>(std::max<int64_t>(0, paramInt(Param::TcpPieceMin)));
   {
-    std::string ss = paramString(Param::SlotStores);
-    for (auto& c : ss) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    const std::string ss = lowerCase(paramString(Param::SlotStores));
     if (ss == "temporal")
       comm->slotStores.fix(SlotStores::Temporal);
     else if (ss == "streaming")
@@ -171,9 +170,8 @@ chorusResult_t readTuning(chorusComm* comm) {
       CHORUS_FAIL(chorusInvalidArgument, "CHORUS_SLOT_STORES=%s: use auto, temporal or streaming",
                   ss.c_str());
   }
-  t.algo = paramString(Param::Algo);
+  t.algo = lowerCase(paramString(Param::Algo));
   t.proto = paramString(Param::Proto);
-  for (auto& c : t.algo) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   return chorusSuccess;
 }
 
