@@ -65,12 +65,11 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   Plan ordered{Algo::Direct, Proto::Simple, 0, false};
   if (orderedPlan(tables, k, coll, bytes, call, &ordered)) return ordered;
   const int perShare = tables != nullptr && k.nranks > 1 ? tables->piecesPerShare : 4;
+  const size_t cacheShare = k.allShm ? k.cacheShareBytes : 0;  // same-host calls only
   Plan p{Algo::Ring, Proto::Simple, pieceBytesOf(k.nranks, k.slotBytes, perShare, bytes),
-         streamingOutput(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, coll, bytes,
-                         call.inPlace)};
+         streamingOutput(k.ntBytes, cacheShare, k.nranks, coll, bytes, call.inPlace)};
   if (coll == Coll::Broadcast)
-    p.rootCopyStreaming =
-        streamingRootCopy(k.ntBytes, k.allShm ? k.cacheShareBytes : 0, k.nranks, bytes);
+    p.rootCopyStreaming = streamingRootCopy(k.ntBytes, cacheShare, k.nranks, bytes);
   const TuningTables* t = k.nranks > 1 ? tables : nullptr;
   if (t != nullptr) {
     const Segment& g = t->segment(coll, bytes);
