@@ -859,3 +859,40 @@ TEST(TuningModel, SharedKernelTcpReduceScatterAndAllGatherHalve) {
 }
 
 }  // namespace
+
+// Reproducible all-reduce across hosts (orderedPlan, shared memory not joining every pair):
+// below 64 KiB the host leaders swap; at 64 KiB the leaders' rails where the hosts hold
+// equal, contiguous runs of ranks (railsFit), the leaders' chain where they do not; above,
+// the rails or the rank chain (a chain plan, not through the leaders), whatever the layout.
+TEST(OrderedPlan, AcrossHostsThe64KiBCallTakesTheRailsWhereTheyFit) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.allShm = false;
+  k.llBytes = 64 * K;
+  k.reproducible = true;
+  chorus::PlanCall call;
+  call.orderMatters = true;
+  auto plan = [&](size_t bytes, bool railsFit) {
+    k.railsFit = railsFit;
+    chorus::Plan p;
+    EXPECT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, bytes, call, &p)) << bytes;
+    return p;
+  };
+  for (bool fit : {false, true}) {
+    const chorus::Plan swap = plan(32 * K, fit);  // the leaders' swap
+    EXPECT_TRUE(swap.viaLeaders) << fit;
+    EXPECT_FALSE(swap.chain) << fit;
+    const chorus::Plan above = plan(128 * K, fit);  // rails or rank chain (orderedRun decides)
+    EXPECT_FALSE(above.viaLeaders) << fit;
+    EXPECT_TRUE(above.chain) << fit;
+  }
+  const chorus::Plan leaders = plan(64 * K, false);  // the leaders' chain
+  EXPECT_TRUE(leaders.viaLeaders);
+  EXPECT_TRUE(leaders.chain);
+  const chorus::Plan rails = plan(64 * K, true);  // the rails
+  EXPECT_FALSE(rails.viaLeaders);
+  EXPECT_TRUE(rails.chain);
+  EXPECT_EQ(rails.proto, chorus::Proto::Simple);
+}
