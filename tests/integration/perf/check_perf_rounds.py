@@ -52,6 +52,7 @@ def main():
           len(sizes))
     check_auto_iterations(tool, build)
     check_windows(tool)
+    check_failed_peer_sits_out(tool, build)
 
 
 def main_table(path):
@@ -93,6 +94,56 @@ def check_windows(tool):
     print("perf-rounds windows: per-window medians from the probes, none from scheduler noise")
     check_pairs(pr)
     check_peer_table(pr)
+    check_timeout_kills_everything(pr)
+
+
+def check_failed_peer_sits_out(tool, build):
+    """A peer whose run fails sits out the rest of that collective: Chorus's rounds go on and
+    are tabled, the peer is not run again (before, one failed peer run threw every round
+    away). Open MPI is made to fail by a stand-in for its run_one; Chorus runs for real."""
+    from importlib.machinery import SourceFileLoader
+    pr = SourceFileLoader("perf_rounds_sitout", tool).load_module()
+    real, tried = pr.pc.run_one, []
+
+    def failing_mpi(launcher, lib, *rest):
+        tried.append(lib)
+        if lib == "mpi":
+            raise pr.pc.Failed("mpi made to fail by the test")
+        return real(launcher, lib, *rest)
+    pr.pc.run_one = failing_mpi
+    out = tempfile.mkdtemp(prefix="perf-rounds-sitout-")
+    try:
+        status = pr.main(["--np", "2", "--rounds", "3", "--build", build, "--out", out,
+                          "-b", "8", "-e", "64", "-f", "8", "-n", "5", "-w", "1"])
+    finally:
+        pr.pc.run_one = real
+    assert status == 0, status
+    assert tried.count("mpi") == 1 and tried.count("chorus") == 3, tried
+    rows = list(csv.DictReader(open(os.path.join(out, "rounds.csv"))))
+    seen = sorted((r["library"], r["round"], int(r["size"])) for r in rows)
+    assert seen == [("Chorus", str(r), s) for r in (1, 2, 3) for s in (8, 64)], seen
+    print("perf-rounds: a failed peer sits out, Chorus's 3 rounds are kept")
+
+
+def check_timeout_kills_everything(pr):
+    """A run out of --timeout is killed with every process it started, not only the
+    launcher: a peer's ranks left spinning (oneCCL's at np 4) made every later run time out
+    behind them. The launcher here is a shell that starts two sleepers and waits."""
+    mark = "317.%d" % os.getpid()  # a sleep length no other process uses
+
+    class Sleepers:
+        def command(self, lib, coll, np, flags, scratch):
+            return ["sh", "-c", "sleep %s & sleep %s & wait" % (mark, mark)], {}
+    raw = tempfile.mkdtemp(prefix="perf-rounds-timeout-")
+    try:
+        pr.pc.run_one(Sleepers(), "mpi", "all_reduce", 4, [], raw, raw, 1)
+        raise AssertionError("a run past its timeout returned")
+    except pr.pc.Failed as e:
+        assert "timed out after 1 s" in str(e), e
+    left = subprocess.run(["pgrep", "-f", "sleep %s" % mark], capture_output=True,
+                          text=True).stdout.split()
+    assert not left, "processes of a timed-out run left running: %s" % left
+    print("perf-rounds timeout: the launcher and everything it started are gone")
 
 
 def check_peer_table(pr):
