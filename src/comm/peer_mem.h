@@ -68,6 +68,9 @@ struct PeerMem {
   SharedBoard* board = nullptr;  // its boards (transports/board.h), where allShm and it has them
   PairCells* pair = nullptr;     // its pair cells (transports/pair_cells.h): two ranks, allShm,
                                  // CHORUS_PAIR_CELLS=1 (the transport has none otherwise)
+  /// Pair cells with rank ^ 2^k, by k (halving and doubling on them, src/algorithms/
+  /// pair_halving.cc): 4, 8, ... ranks, allShm, CHORUS_PAIR_CELLS=1; empty otherwise.
+  std::vector<PairCells*> halvingPairs;
   bool cma = false;              // every local pair can process_vm_readv/writev each other
   size_t threshold = 0;          // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;           // CHORUS_CMA_MAX: CMA only for results below this

@@ -1,6 +1,7 @@
 // choose_plan.cc — the whole decision for one call (choosePlan, see tuning.h).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "src/tuning/output_stores.h"
@@ -35,6 +36,24 @@ constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 // (docs/PERF.md#perf-np4cells).
 constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
 constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
+
+// The crowded same-host all-reduce on a power of two of ranks takes halving and doubling on
+// the pair cells (src/algorithms/pair_halving.cc) above this size and up to
+// kCrowdedPairHalvingMaxBytes. EXPERIMENT: NP4RAB_MIN / NP4RAB_MAX.
+size_t crowdedPairHalvingMin() {
+  const char* e = getenv("NP4RAB_MIN");
+  return e ? strtoull(e, nullptr, 10) : (16u << 10);
+}
+size_t crowdedPairHalvingMax() {
+  const char* e = getenv("NP4RAB_MAX");
+  return e ? strtoull(e, nullptr, 10) : (1u << 20);
+}
+
+// Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
+// cell (so a piece is two cells).
+size_t pairHalvingHalf(size_t bytes, size_t cellBytes) {
+  return std::min(cellBytes, ((bytes + 1) / 2 + 63) & ~size_t{63});
+}
 
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
@@ -126,6 +145,28 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // them.
   const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
                            allows(*t, p.fallback, Algo::Direct, Proto::Simple);
+  // Halving on the pair cells: a power of two of 4 or more ranks on one host, every pair
+  // rank ^ 2^k with cells (pairCellBytes). Where the tables chose halving (CHORUS_ALGO=
+  // halving) its pairwise exchanges go through the cells instead of the FIFOs; and the
+  // crowded all-reduce takes it from crowdedPairHalvingMin to crowdedPairHalvingMax: ...
+  const bool pairHalving = t != nullptr && k.allShm && k.pairCellBytes > 0 &&
+                           coll == Coll::AllReduce && bytes > k.llBytes;
+  // The default's own choice: where no restriction is set (the default algorithms) or one
+  // names halving.
+  const bool halvingAllowed =
+      !p.fallback && (inMask(t->algoMask, static_cast<int>(Algo::Halving)) ||
+                      t->algoMask == kDefaultAlgos) &&
+      inMask(t->protoMask, static_cast<int>(Proto::Simple));
+  if (pairHalving && k.crowded && bytes > crowdedPairHalvingMin() &&
+      bytes <= crowdedPairHalvingMax() && halvingAllowed) {
+    p.algo = Algo::Halving;
+    p.proto = Proto::Simple;
+  }
+  if (pairHalving && p.algo == Algo::Halving) {
+    p.pairCells = true;
+    p.pieceBytes = pairHalvingHalf(bytes, k.pairCellBytes);
+    return p;
+  }
   // All-reduce: the ordered exchange (src/algorithms/ordered.cc, the reproducible mode's
   // plan, orderedPlan) up to kCrowdedOrderedMaxBytes, or where the transport has boards up to
   // kCrowdedOrderedBesideBoardsMaxBytes (and one board buffer): rank r takes block r of every
@@ -224,7 +265,7 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // Same-host single copy: a direct exchange between user buffers (each rank reads or writes
   // its peers' blocks), so only where the restriction allows direct on slots (or is ignored
   // for this call). A buffer no peer can reach sends the call down the FIFO schedule above.
-  if (t != nullptr && k.allShm && !p.board && bytes >= k.singleCopyBytes &&
+  if (t != nullptr && k.allShm && !p.board && !p.pairCells && bytes >= k.singleCopyBytes &&
       singleCopyColl(coll, bytes, call) && allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
     p.route = Route::SingleCopy;
     p.cma = k.cma && bytes < k.cmaLimit;
@@ -241,9 +282,10 @@ std::string planText(const Plan& p) {
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.ordered ? ", the ordered exchange (rank order)"
-                : p.board ? ", on the shared boards"
-                          : "",
+                p.ordered     ? ", the ordered exchange (rank order)"
+                : p.board     ? ", on the shared boards"
+                : p.pairCells ? ", on the pair cells"
+                              : "",
                 !p.fallback ? ""
                 : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order"
                             : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");

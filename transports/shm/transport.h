@@ -32,7 +32,7 @@ class ShmTransport final : public Transport {
   bool sharesMemory() const override { return true; }
   PeerAccess* peerAccess() override { return &access_; }
   SharedBoard* sharedBoard() override { return board_.ready() ? &board_ : nullptr; }
-  PairCells* pairCells() override { return pair_.ready() ? &pair_ : nullptr; }
+  PairCells* pairCells(int peer) override;
 
  private:
   struct Mapping {
@@ -50,7 +50,7 @@ class ShmTransport final : public Transport {
   bool unlinked_ = false;
   ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
   ShmBoard board_;        // set by finishSetup where every rank's segment is mapped here
-  ShmPairCells pair_;     // likewise, where the communicator has two ranks
+  std::vector<ShmPairCells> pairs_;  // likewise, by k: the cells with rank ^ 2^k (layout.h)
   int rank_ = 0;
   std::vector<int> pids_;  // by rank
 };
