@@ -35,7 +35,6 @@
 // Pre-multiplication applies to each rank's own input as it first enters a reduction (or
 // a cell); post (integer avg's division) at the last reduction.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -47,11 +46,11 @@ namespace chorus {
 
 namespace {
 
-// Partners by ascending bit: the larger halves go to rank ^ 1 first. EXPERIMENT NP4RAB_HIGH.
-bool halvingLowBitFirst() {
-  const char* e = getenv("NP4RAB_HIGH");
-  return !(e && e[0] == '1');
-}
+// Partners by ascending bit: the larger halves go to rank ^ 1 first. Against the highest bit
+// first (np 4 on 2 CPUs, AMD EPYC Zen 5, one sitting of 5 rounds, docs/PERF.md#perf-np4rab):
+// medians 1.1-1.2x faster at 1-4 MiB, 0.87-0.92x at 256-512 KiB, where single rounds
+// spread more than that either way.
+constexpr bool kLowBitFirst = true;
 
 struct Range {
   size_t lo = 0, hi = 0;  // elements [lo, hi) of the piece
@@ -202,9 +201,8 @@ chorusResult_t allReduceHalvingPairs(chorusComm* comm, const CollArgs& a, const 
   // The steps' bits and their cells, in the schedule's order.
   std::vector<int> bits;
   std::vector<PairCells*> cells;
-  const bool lowFirst = halvingLowBitFirst();
   for (size_t k = 0; k < byBit.size(); ++k) {
-    const size_t i = lowFirst ? k : byBit.size() - 1 - k;
+    const size_t i = kLowBitFirst ? k : byBit.size() - 1 - k;
     bits.push_back(1 << i);
     cells.push_back(byBit[i]);
   }

@@ -1,7 +1,6 @@
 // choose_plan.cc — the whole decision for one call (choosePlan, see tuning.h).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "src/tuning/output_stores.h"
@@ -38,16 +37,15 @@ constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
 constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
 
 // The crowded same-host all-reduce on a power of two of ranks takes halving and doubling on
-// the pair cells (src/algorithms/pair_halving.cc) above this size and up to
-// kCrowdedPairHalvingMaxBytes. EXPERIMENT: NP4RAB_MIN / NP4RAB_MAX.
-size_t crowdedPairHalvingMin() {
-  const char* e = getenv("NP4RAB_MIN");
-  return e ? strtoull(e, nullptr, 10) : (16u << 10);
-}
-size_t crowdedPairHalvingMax() {
-  const char* e = getenv("NP4RAB_MAX");
-  return e ? strtoull(e, nullptr, 10) : (1u << 20);
-}
+// the pair cells (src/algorithms/pair_halving.cc) above kCrowdedPairHalvingAboveBytes, up to
+// kCrowdedPairHalvingMaxBytes. Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, interleaved
+// rounds against main's plans, docs/PERF.md#perf-np4rab): 128 KiB-32 MiB 1.15-1.8x faster
+// where the vCPUs sat far apart, 128 KiB-4 MiB 1.05-1.7x near; 32-64 KiB level or up to
+// 10% slower near (the ordered exchange keeps them); beside two busy processes 1-4 MiB
+// 1.5-2.9x faster, but 8 MiB 0.8x (eight pieces, each two waits per pair that wait for a
+// scheduler turn, against the ring's pipelined ones): the ring keeps 8 MiB and above.
+constexpr size_t kCrowdedPairHalvingAboveBytes = 64 << 10;
+constexpr size_t kCrowdedPairHalvingMaxBytes = 4 << 20;
 
 // Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
 // cell (so a piece is two cells).
@@ -146,9 +144,15 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
                            allows(*t, p.fallback, Algo::Direct, Proto::Simple);
   // Halving on the pair cells: a power of two of 4 or more ranks on one host, every pair
-  // rank ^ 2^k with cells (pairCellBytes). Where the tables chose halving (CHORUS_ALGO=
-  // halving) its pairwise exchanges go through the cells instead of the FIFOs; and the
-  // crowded all-reduce takes it from crowdedPairHalvingMin to crowdedPairHalvingMax: ...
+  // rank ^ 2^k with cells (pairCellBytes), above the LL path. Where the tables chose halving
+  // (CHORUS_ALGO=halving) its pairwise exchanges go through the cells instead of the FIFOs;
+  // and the crowded all-reduce takes it above kCrowdedPairHalvingAboveBytes up to
+  // kCrowdedPairHalvingMaxBytes, ahead of the ordered exchange, the boards and the ring
+  // there: each step waits for one partner's post only, and nothing goes back to a writer
+  // (transports/pair_cells.h), where the FIFOs' halving waited on slots handed back and was
+  // 1.1-1.9x slower than the default (docs/PERF.md#perf-np4cells). Its sums follow a fixed
+  // tree of the ranks' numbers: the same bits every run (docs/REPRODUCIBLE.md, default mode);
+  // the reproducible mode's plan is taken above, before this.
   const bool pairHalving = t != nullptr && k.allShm && k.pairCellBytes > 0 &&
                            coll == Coll::AllReduce && bytes > k.llBytes;
   // The default's own choice: where no restriction is set (the default algorithms) or one
@@ -157,8 +161,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
       !p.fallback && (inMask(t->algoMask, static_cast<int>(Algo::Halving)) ||
                       t->algoMask == kDefaultAlgos) &&
       inMask(t->protoMask, static_cast<int>(Proto::Simple));
-  if (pairHalving && k.crowded && bytes > crowdedPairHalvingMin() &&
-      bytes <= crowdedPairHalvingMax() && halvingAllowed) {
+  if (pairHalving && k.crowded && bytes > kCrowdedPairHalvingAboveBytes &&
+      bytes <= kCrowdedPairHalvingMaxBytes && halvingAllowed) {
     p.algo = Algo::Halving;
     p.proto = Proto::Simple;
   }
