@@ -68,7 +68,8 @@ Steps stepsFor(int rank, const std::vector<int>& bits, size_t pieceElems, size_t
   Range cur{0, pieceElems};
   for (int bit : bits) {
     const size_t half = (cur.size() + 1) / 2;
-    const size_t mid = cur.lo + std::min(cur.size(), (half + lineElems - 1) / lineElems * lineElems);
+    const size_t mid =
+        cur.lo + std::min(cur.size(), (half + lineElems - 1) / lineElems * lineElems);
     const Range lower{cur.lo, mid}, upper{mid, cur.hi};
     const bool keepLower = (rank & bit) == 0;
     st.parent.push_back(cur);
@@ -148,7 +149,8 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
   for (int s = m - 1; s >= 0; --s) {
     const size_t k = static_cast<size_t>(s);
     const Range parent = st.parent[k];
-    const Range other = held.lo == parent.lo ? Range{held.hi, parent.hi} : Range{parent.lo, held.lo};
+    const Range other =
+        held.lo == parent.lo ? Range{held.hi, parent.hi} : Range{parent.lo, held.lo};
     char* next = nullptr;
     uint64_t xn = 0;
     if (s == m - 1) {
@@ -157,8 +159,8 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
       if (s > 0) {
         xn = cells[k - 1]->nextExchange();
         next = cells[k - 1]->own(xn);
-        kernels::reduceCopy(spec, next + at(held.lo - parent.lo), out + at(held.lo), nullptr,
-                            mine, held.size(), outFlags);
+        kernels::reduceCopy(spec, next + at(held.lo - parent.lo), out + at(held.lo), nullptr, mine,
+                            held.size(), outFlags);
       } else {
         kernels::copy(out + at(held.lo), mine, at(held.size()), plan.streaming);
       }
@@ -193,8 +195,7 @@ chorusResult_t allReduceHalvingPairs(chorusComm* comm, const CollArgs& a, const 
                                      Prims& p) {
   const size_t elem = p.elemSize();
   const std::vector<PairCells*>& byBit = comm->peerMem.halvingPairs;
-  if (!halvingPairsRun(comm) || plan.pieceBytes < elem ||
-      plan.pieceBytes > byBit[0]->cellBytes())
+  if (!halvingPairsRun(comm) || plan.pieceBytes < elem || plan.pieceBytes > byBit[0]->cellBytes())
     return planCannotRun(comm, a, plan, a.count * elem);
   noteRan(comm, Algo::Halving, Proto::Simple);
   comm->plans.record.ran.pairCells = true;

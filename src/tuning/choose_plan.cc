@@ -40,7 +40,7 @@ constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
 // the pair cells (src/algorithms/pair_halving.cc) above kCrowdedPairHalvingAboveBytes, up to
 // kCrowdedPairHalvingMaxBytes. Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, interleaved
 // rounds against main's plans, docs/PERF.md#perf-np4rab): 128 KiB-32 MiB 1.15-1.8x faster
-// where the vCPUs sat far apart, 128 KiB-4 MiB 1.05-1.7x near; 32-64 KiB level or up to
+// where the vCPUs sat far apart, 128 KiB-4 MiB 1.0-1.7x near; 32-64 KiB level or up to
 // 10% slower near (the ordered exchange keeps them); beside two busy processes 1-4 MiB
 // 1.5-2.9x faster, but 8 MiB 0.8x (eight pieces, each two waits per pair that wait for a
 // scheduler turn, against the ring's pipelined ones): the ring keeps 8 MiB and above.
@@ -158,8 +158,8 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // The default's own choice: where no restriction is set (the default algorithms) or one
   // names halving.
   const bool halvingAllowed =
-      !p.fallback && (inMask(t->algoMask, static_cast<int>(Algo::Halving)) ||
-                      t->algoMask == kDefaultAlgos) &&
+      !p.fallback &&
+      (inMask(t->algoMask, static_cast<int>(Algo::Halving)) || t->algoMask == kDefaultAlgos) &&
       inMask(t->protoMask, static_cast<int>(Proto::Simple));
   if (pairHalving && k.crowded && bytes > kCrowdedPairHalvingAboveBytes &&
       bytes <= kCrowdedPairHalvingMaxBytes && halvingAllowed) {

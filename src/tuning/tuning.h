@@ -71,8 +71,8 @@ struct Ran {
   Algo algo = Algo::Ring;
   Proto proto = Proto::Simple;
   PathRan path = PathRan::Fifo;
-  bool ordered = false;  // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
-  bool board = false;    // a schedule on the shared boards ran (src/algorithms/board.cc)
+  bool ordered = false;    // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
+  bool board = false;      // a schedule on the shared boards ran (src/algorithms/board.cc)
   bool pairCells = false;  // halving on the pair cells ran (src/algorithms/pair_halving.cc)
 };
 

@@ -216,7 +216,8 @@ void ShmTransport::finishSetup() {
   for (const Mapping& m : peers_) bases.push_back(static_cast<char*>(m.base));
   board_.init(geo_, rank_, static_cast<int>(peers_.size()), bases, pids_);
   pairs_.assign(static_cast<size_t>(geo_.pairs), ShmPairCells{});
-  for (int k = 0; k < geo_.pairs; ++k) pairs_[static_cast<size_t>(k)].init(geo_, rank_, k, bases, pids_);
+  for (int k = 0; k < geo_.pairs; ++k)
+    pairs_[static_cast<size_t>(k)].init(geo_, rank_, k, bases, pids_);
   if (!ownName_.empty() && !unlinked_) {
     shm_unlink(ownName_.c_str());
     unlinked_ = true;

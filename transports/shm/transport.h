@@ -48,8 +48,8 @@ class ShmTransport final : public Transport {
   std::vector<Mapping> peers_;  // by rank
   size_t sameHost_ = 1;         // ranks on this host (segments this rank maps), at setup
   bool unlinked_ = false;
-  ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
-  ShmBoard board_;        // set by finishSetup where every rank's segment is mapped here
+  ShmPeerAccess access_;             // CMA and registered-region mappings (single copy)
+  ShmBoard board_;                   // set by finishSetup where every rank's segment is mapped here
   std::vector<ShmPairCells> pairs_;  // likewise, by k: the cells with rank ^ 2^k (layout.h)
   int rank_ = 0;
   std::vector<int> pids_;  // by rank

@@ -242,8 +242,8 @@ int main(int argc, char** argv) {
   const bool askedAllReduce =
       std::find(colls.begin(), colls.end(), collName(Coll::AllReduce)) != colls.end();
   if (expectPairHalving && askedAllReduce && pairHalvingRunsSeen() == 0 && !stopped) {
-    std::fprintf(stderr, "rank %d: FAIL --expect-pair-halving: no all_reduce ran on the pair cells\n",
-                 rank);
+    std::fprintf(
+        stderr, "rank %d: FAIL --expect-pair-halving: no all_reduce ran on the pair cells\n", rank);
     ++totalFailed;
   }
   if (totalCases == 0) {
