@@ -44,6 +44,9 @@ constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
 // 10% slower near (the ordered exchange keeps them); beside two busy processes 1-4 MiB
 // 1.5-2.9x faster, but 8 MiB 0.8x (eight pieces, each two waits per pair that wait for a
 // scheduler turn, against the ring's pipelined ones): the ring keeps 8 MiB and above.
+// At np 8 (three pairs per rank) it was level or up to 10% slower than main's plans at
+// 128 KiB-4 MiB (one sitting of 3 rounds): the crowded rule takes np 4 only, where measured.
+constexpr int kCrowdedPairHalvingRanks = 4;
 constexpr size_t kCrowdedPairHalvingAboveBytes = 64 << 10;
 constexpr size_t kCrowdedPairHalvingMaxBytes = 4 << 20;
 
@@ -146,7 +149,7 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // Halving on the pair cells: a power of two of 4 or more ranks on one host, every pair
   // rank ^ 2^k with cells (pairCellBytes), above the LL path. Where the tables chose halving
   // (CHORUS_ALGO=halving) its pairwise exchanges go through the cells instead of the FIFOs;
-  // and the crowded all-reduce takes it above kCrowdedPairHalvingAboveBytes up to
+  // and the crowded all-reduce of four ranks takes it above kCrowdedPairHalvingAboveBytes up to
   // kCrowdedPairHalvingMaxBytes, ahead of the ordered exchange, the boards and the ring
   // there: each step waits for one partner's post only, and nothing goes back to a writer
   // (transports/pair_cells.h), where the FIFOs' halving waited on slots handed back and was
@@ -161,8 +164,9 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
       !p.fallback &&
       (inMask(t->algoMask, static_cast<int>(Algo::Halving)) || t->algoMask == kDefaultAlgos) &&
       inMask(t->protoMask, static_cast<int>(Proto::Simple));
-  if (pairHalving && k.crowded && bytes > kCrowdedPairHalvingAboveBytes &&
-      bytes <= kCrowdedPairHalvingMaxBytes && halvingAllowed) {
+  if (pairHalving && k.crowded && k.nranks == kCrowdedPairHalvingRanks &&
+      bytes > kCrowdedPairHalvingAboveBytes && bytes <= kCrowdedPairHalvingMaxBytes &&
+      halvingAllowed) {
     p.algo = Algo::Halving;
     p.proto = Proto::Simple;
   }
