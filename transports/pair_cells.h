@@ -1,5 +1,7 @@
-// pair_cells.h — an optional transport capability for communicators of exactly two ranks on
-// one host: two shared cells that the ranks swap at every exchange (both send, both receive).
+// pair_cells.h — an optional transport capability for a pair of ranks on one host: two
+// shared cells that the pair's ranks swap at every exchange (both send, both receive). Two-rank
+// communicators have one pair; a host holding all of a power-of-two number of ranks has one
+// per pair rank ^ 2^k (the partners of recursive halving and doubling), each on its own.
 //
 // At exchange x rank r writes cell (x + r) % 2 and reads the other one, which its peer wrote.
 // So the cell a rank writes at x + 1 is the one it read at x: it has finished with it (its own
@@ -12,11 +14,12 @@
 //
 // Only for schedules where every exchange has both ranks write one cell and read the
 // other's: two-rank all-gather, all-to-all, all-reduce and reduce-scatter
-// (src/algorithms/pair.cc). Not for one-way streams (broadcast, reduce, gather, scatter):
+// (src/algorithms/pair.cc), and the all-reduce by halving and doubling on 4, 8, ... ranks
+// (src/algorithms/pair_halving.cc). Not for one-way streams (broadcast, reduce, gather, scatter):
 // there the writer must wait for its reader before it rewrites a cell, a credit as the
 // FIFO's, and with two cells it can run only two pieces ahead where the FIFO runs eight
 // (built and measured: level with the FIFO or slower, docs/PERF.md#perf-np2rooted).
-// Exchanges count the pair steps of a communicator; both ranks run the same steps, so their
+// Exchanges count the steps of a pair; both ranks run the same steps on it, so their
 // counts agree.
 #pragma once
 

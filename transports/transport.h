@@ -142,7 +142,8 @@ struct ShmOptions {
   /// This rank's sleepers pay the heavy side of an asymmetric fence so that its peers may
   /// ring its doorbell without a fence, where the process takes part (src/core/asym_fence.h).
   bool asymmetricBell = true;
-  /// CHORUS_PAIR_CELLS: a two-rank segment carries a pair cell (transports/pair_cells.h).
+  /// CHORUS_PAIR_CELLS: a segment of a two-rank communicator, or of a power-of-two one on one
+  /// host, carries pair cells (transports/pair_cells.h).
   bool pairCells = true;
 };
 
@@ -229,9 +230,14 @@ class Transport {
   /// Boards every rank writes once and every same-host peer reads (transports/board.h),
   /// once every rank is connected; null where the transport has none.
   virtual SharedBoard* sharedBoard() { return nullptr; }
-  /// Two cells the two ranks of a two-rank communicator swap at every exchange
-  /// (transports/pair_cells.h), once both are connected; null where the transport has none.
-  virtual PairCells* pairCells() { return nullptr; }
+  /// Two cells this rank and `peer` swap at every exchange (transports/pair_cells.h), once
+  /// both are connected; null where the transport has none for that pair. The shm transport
+  /// has them for the two ranks of a two-rank communicator, and where its host holds all of
+  /// a power-of-two number of ranks, for every pair rank ^ 2^k (halving's partners).
+  virtual PairCells* pairCells(int peer) {
+    (void)peer;
+    return nullptr;
+  }
 };
 
 }  // namespace chorus

@@ -120,6 +120,12 @@ chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& p
 /// FIFO schedules of all-gather, all-to-all, all-reduce and reduce-scatter, through the cells
 /// instead.
 bool pairRuns(const chorusComm* comm);
+/// A power of two of 4 or more ranks on one host with pair cells for every pair rank ^ 2^k
+/// (comm->peerMem.halvingPairs): the all-reduce by recursive halving and doubling on them
+/// (src/algorithms/pair_halving.cc), where the plan says so (Plan::pairCells).
+bool halvingPairsRun(const chorusComm* comm);
+chorusResult_t allReduceHalvingPairs(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                     Prims& p);
 chorusResult_t allGatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allToAllPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTwoRanksPair(chorusComm* comm, const CollArgs& a, const Plan& plan,

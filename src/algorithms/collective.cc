@@ -73,7 +73,9 @@ chorusResult_t runSchedule(chorusComm* comm, const CollArgs& a, const Plan& plan
           if (bytes > doublingMaxBytes(comm)) return planCannotRun(comm, a, plan, bytes);
           return allReduceRecDoubling(comm, a, p);
         case Algo::Tree: return allReduceTree(comm, a, plan, p);
-        case Algo::Halving: return allReduceHalving(comm, a, plan, p);
+        case Algo::Halving:
+          if (plan.pairCells) return allReduceHalvingPairs(comm, a, plan, p);
+          return allReduceHalving(comm, a, plan, p);
         case Algo::Ring: return allReduceRing(comm, a, plan, p);
       }
       return planCannotRun(comm, a, plan, bytes);

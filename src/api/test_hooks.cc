@@ -32,6 +32,8 @@ extern "C" chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRe
   out->ranOrdered = r.ranValid && r.ran.ordered ? 1 : 0;
   out->planBoard = r.plan.board ? 1 : 0;
   out->ranBoard = r.ranValid && r.ran.board ? 1 : 0;
+  out->planPairCells = r.plan.pairCells ? 1 : 0;
+  out->ranPairCells = r.ranValid && r.ran.pairCells ? 1 : 0;
   return chorusSuccess;
 }
 

@@ -36,6 +36,9 @@ typedef struct {
   /* The shared boards (transports/board.h, src/algorithms/board.cc): */
   int planBoard; /* the plan runs on them */
   int ranBoard;  /* a schedule on them ran it */
+  /* Halving on the pair cells (src/algorithms/pair_halving.cc): */
+  int planPairCells; /* the plan runs on them */
+  int ranPairCells;  /* halving on them ran it */
 } chorusTestPlanRecord;
 
 CHORUS_API chorusResult_t chorusTestLastPlan(chorusComm_t comm, chorusTestPlanRecord* out);

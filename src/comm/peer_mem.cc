@@ -154,7 +154,20 @@ chorusResult_t peerMemInit(chorusComm* comm) {
     pm.access = comm->transports[0]->peerAccess();
   pm.allShm = pm.access != nullptr;
   pm.board = pm.allShm ? comm->transports[0]->sharedBoard() : nullptr;
-  pm.pair = pm.allShm && n == 2 ? comm->transports[0]->pairCells() : nullptr;
+  pm.pair = pm.allShm && n == 2 ? comm->transports[0]->pairCells(1 - comm->rank) : nullptr;
+  // Halving's partners rank ^ 2^k (a power of two of ranks on one host): all or none. Every
+  // rank's segments have the same areas (their sizes must agree), so all ranks agree too.
+  pm.halvingPairs.clear();
+  if (pm.allShm && n >= 4 && (n & (n - 1)) == 0) {
+    for (int bit = 1; bit < n; bit <<= 1) {
+      PairCells* c = comm->transports[0]->pairCells(comm->rank ^ bit);
+      if (c == nullptr) {
+        pm.halvingPairs.clear();
+        break;
+      }
+      pm.halvingPairs.push_back(c);
+    }
+  }
   if (!pm.allShm) return chorusSuccess;
   CmaProbe probe;
   CHORUS_CHECK(pm.access->probeCma(

@@ -72,6 +72,9 @@ struct PeerMem {
   size_t threshold = 0;          // CHORUS_SINGLE_COPY_THRESHOLD (result bytes); SIZE_MAX: off
   size_t cmaLimit = 0;           // CHORUS_CMA_MAX: CMA only for results below this
   bool cmaAuto = false;  // CHORUS_CMA_MAX=auto: CMA or the FIFO, whichever copyPaths times faster
+  /// Pair cells with rank ^ 2^k, by k (halving and doubling on them, src/algorithms/
+  /// pair_halving.cc): 4, 8, ... ranks, allShm, CHORUS_PAIR_CELLS=1; empty otherwise.
+  std::vector<PairCells*> halvingPairs;
   /// Per collective, the faster of FIFO and CMA learnt from the calls (CHORUS_CMA_MAX=auto);
   /// only the rank that decides a call for all (single_copy.cc) consults and feeds its own.
   /// Used under execMutex. copyPathLogs: INFO lines so far.

@@ -81,6 +81,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.tcpPieceMin = t.tcpPieceMin;
   k.allShm = pm.allShm;
   k.boardBytes = pm.board != nullptr ? pm.board->bufferBytes() : 0;
+  k.pairCellBytes = pm.halvingPairs.empty() ? 0 : pm.halvingPairs[0]->cellBytes();
   k.llBytes = t.llBytes;
   k.singleCopyBytes = pm.allShm && comm->plans.descFits ? pm.threshold : ~size_t{0};
   k.cma = pm.cma;

@@ -36,6 +36,26 @@ constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
 constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
 
+// The crowded same-host all-reduce on a power of two of ranks takes halving and doubling on
+// the pair cells (src/algorithms/pair_halving.cc) above kCrowdedPairHalvingAboveBytes, up to
+// kCrowdedPairHalvingMaxBytes. Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, interleaved
+// rounds against main's plans, docs/PERF.md#perf-np4rab): 128 KiB-32 MiB 1.15-1.8x faster
+// where the vCPUs sat far apart, 128 KiB-4 MiB 1.0-1.7x near; 32-64 KiB level or up to
+// 10% slower near (the ordered exchange keeps them); beside two busy processes 1-4 MiB
+// 1.5-2.9x faster, but 8 MiB 0.8x (eight pieces, each two waits per pair that wait for a
+// scheduler turn, against the ring's pipelined ones): the ring keeps 8 MiB and above.
+// At np 8 (three pairs per rank) it was level or up to 10% slower than main's plans at
+// 128 KiB-4 MiB (one sitting of 3 rounds): the crowded rule takes np 4 only, where measured.
+constexpr int kCrowdedPairHalvingRanks = 4;
+constexpr size_t kCrowdedPairHalvingAboveBytes = 64 << 10;
+constexpr size_t kCrowdedPairHalvingMaxBytes = 4 << 20;
+
+// Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
+// cell (so a piece is two cells).
+size_t pairHalvingHalf(size_t bytes, size_t cellBytes) {
+  return std::min(cellBytes, ((bytes + 1) / 2 + 63) & ~size_t{63});
+}
+
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
 // Whether the restriction the tables were built with lets a call run algorithm `a` on
@@ -126,6 +146,35 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // them.
   const bool crowdedHost = t != nullptr && k.allShm && k.crowded && k.nranks > 2 &&
                            allows(*t, p.fallback, Algo::Direct, Proto::Simple);
+  // Halving on the pair cells: a power of two of 4 or more ranks on one host, every pair
+  // rank ^ 2^k with cells (pairCellBytes), above the LL path. Where the tables chose halving
+  // (CHORUS_ALGO=halving) its pairwise exchanges go through the cells instead of the FIFOs;
+  // and the crowded all-reduce of four ranks takes it above kCrowdedPairHalvingAboveBytes up to
+  // kCrowdedPairHalvingMaxBytes, ahead of the ordered exchange, the boards and the ring
+  // there: each step waits for one partner's post only, and nothing goes back to a writer
+  // (transports/pair_cells.h), where the FIFOs' halving waited on slots handed back and was
+  // 1.1-1.9x slower than the default (docs/PERF.md#perf-np4cells). Its sums follow a fixed
+  // tree of the ranks' numbers: the same bits every run (docs/REPRODUCIBLE.md, default mode);
+  // the reproducible mode's plan is taken above, before this.
+  const bool pairHalving = t != nullptr && k.allShm && k.pairCellBytes > 0 &&
+                           coll == Coll::AllReduce && bytes > k.llBytes;
+  // The default's own choice: where no restriction is set (the default algorithms) or one
+  // names halving.
+  const bool halvingAllowed =
+      !p.fallback &&
+      (inMask(t->algoMask, static_cast<int>(Algo::Halving)) || t->algoMask == kDefaultAlgos) &&
+      inMask(t->protoMask, static_cast<int>(Proto::Simple));
+  if (pairHalving && k.crowded && k.nranks == kCrowdedPairHalvingRanks &&
+      bytes > kCrowdedPairHalvingAboveBytes && bytes <= kCrowdedPairHalvingMaxBytes &&
+      halvingAllowed) {
+    p.algo = Algo::Halving;
+    p.proto = Proto::Simple;
+  }
+  if (pairHalving && p.algo == Algo::Halving) {
+    p.pairCells = true;
+    p.pieceBytes = pairHalvingHalf(bytes, k.pairCellBytes);
+    return p;
+  }
   // All-reduce: the ordered exchange (src/algorithms/ordered.cc, the reproducible mode's
   // plan, orderedPlan) up to kCrowdedOrderedMaxBytes, or where the transport has boards up to
   // kCrowdedOrderedBesideBoardsMaxBytes (and one board buffer): rank r takes block r of every
@@ -224,7 +273,7 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // Same-host single copy: a direct exchange between user buffers (each rank reads or writes
   // its peers' blocks), so only where the restriction allows direct on slots (or is ignored
   // for this call). A buffer no peer can reach sends the call down the FIFO schedule above.
-  if (t != nullptr && k.allShm && !p.board && bytes >= k.singleCopyBytes &&
+  if (t != nullptr && k.allShm && !p.board && !p.pairCells && bytes >= k.singleCopyBytes &&
       singleCopyColl(coll, bytes, call) && allows(*t, p.fallback, Algo::Direct, Proto::Simple)) {
     p.route = Route::SingleCopy;
     p.cma = k.cma && bytes < k.cmaLimit;
@@ -241,9 +290,10 @@ std::string planText(const Plan& p) {
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.ordered ? ", the ordered exchange (rank order)"
-                : p.board ? ", on the shared boards"
-                          : "",
+                p.ordered     ? ", the ordered exchange (rank order)"
+                : p.board     ? ", on the shared boards"
+                : p.pairCells ? ", on the pair cells"
+                              : "",
                 !p.fallback ? ""
                 : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order"
                             : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");

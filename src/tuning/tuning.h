@@ -47,6 +47,9 @@ struct Plan {
   bool fallback = false;  // the restriction cannot run this call (see choosePlan)
   bool ordered = false;   // reproducible mode: the rank-order schedule (orderedPlan)
   bool board = false;     // direct/Simple on the shared boards (src/algorithms/board.cc)
+  /// Halving/Simple on the pair cells of every halving pair (src/algorithms/pair_halving.cc;
+  /// pieceBytes: half a piece, up to a cell).
+  bool pairCells = false;
   /// Reproducible all-reduce where shared memory does not join every pair (orderedPlan):
   /// small calls through the host leaders, who swap their inputs (viaLeaders), or chain
   /// partial sums (viaLeaders and chain); larger ones the leaders' rails, or where the layout
@@ -68,8 +71,9 @@ struct Ran {
   Algo algo = Algo::Ring;
   Proto proto = Proto::Simple;
   PathRan path = PathRan::Fifo;
-  bool ordered = false;  // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
-  bool board = false;    // a schedule on the shared boards ran (src/algorithms/board.cc)
+  bool ordered = false;    // a schedule that adds in rank order ran (src/algorithms/ordered.cc)
+  bool board = false;      // a schedule on the shared boards ran (src/algorithms/board.cc)
+  bool pairCells = false;  // halving on the pair cells ran (src/algorithms/pair_halving.cc)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -273,6 +277,9 @@ struct PlanKnobs {
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
   bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
   size_t boardBytes = 0;   // a board buffer (transports/board.h) where allShm has boards; 0: none
+  /// A pair cell (transports/pair_cells.h) where every pair rank ^ 2^k has them (a power of
+  /// two of 4 or more ranks, allShm: PeerMem::halvingPairs); 0: none.
+  size_t pairCellBytes = 0;
   size_t llBytes = 16 << 10;  // CHORUS_LL_THRESHOLD: what one LL message carries
   /// Same-host single copy (PeerMem): from this many result bytes (CHORUS_SINGLE_COPY_THRESHOLD;
   /// SIZE_MAX: never, also where a descriptor does not fit an LL message).

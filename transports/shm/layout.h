@@ -141,6 +141,7 @@ struct AreaGeometry {
   size_t llMax;            // largest LL message
   size_t boardBuffer = 0;  // bytes of one board buffer (0: no board)
   size_t pairCell = 0;     // bytes of this rank's pair cell (pair_cells.h; 0: none)
+  int pairs = 0;           // pair areas: one per partner rank ^ 2^k, k < pairs (0: none)
 
   static size_t roundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
   size_t ctrlBytes() const { return roundUp(sizeof(ConnCtrl), kPage); }
@@ -172,11 +173,16 @@ struct AreaGeometry {
   size_t boardBytes() const {
     return boardBuffer == 0 ? 0 : boardCtrlBytes() + 2 * roundUp(boardBuffer, kPage);
   }
-  /// The pair area (pair_cells.h) after the board: one line (the last exchange this rank
-  /// posted) on a page of its own, then one of the pair's two cells.
-  size_t pairOffset(int nranks) const { return boardOffset(nranks) + boardBytes(); }
+  /// The pair areas (pair_cells.h) after the board, area k for the pair with rank ^ 2^k
+  /// (two ranks: area 0, the peer): one line (the last exchange this rank posted on that
+  /// pair) on a page of its own, then this rank's one of the pair's two cells.
+  size_t pairOffset(int nranks, int k = 0) const {
+    return boardOffset(nranks) + boardBytes() + static_cast<size_t>(k) * pairBytes();
+  }
   size_t pairBytes() const { return pairCell == 0 ? 0 : kPage + roundUp(pairCell, kPage); }
-  size_t segmentBytes(int nranks) const { return pairOffset(nranks) + pairBytes(); }
+  size_t segmentBytes(int nranks) const {
+    return pairOffset(nranks) + static_cast<size_t>(pairCell == 0 ? 0 : pairs) * pairBytes();
+  }
 };
 
 }  // namespace shm

@@ -86,10 +86,21 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   // Boards (board.h) serve schedules of three or more ranks (src/algorithms/board.cc): a
   // slot's worth per buffer. Every rank derives the same size (segments must agree).
   geo_.boardBuffer = ctx.nranks > 2 ? ctx.slotBytes : 0;
-  // Pair cells (pair_cells.h) serve two-rank exchanges (src/algorithms/pair.cc): a slot's
-  // worth each. In the segment's size, so ranks that disagree on CHORUS_PAIR_CELLS fail
-  // at init (mapPeer) instead of waiting for each other in different schedules.
-  geo_.pairCell = ctx.nranks == 2 && opt_.pairCells ? ctx.slotBytes : 0;
+  // Pair cells (pair_cells.h) serve two-rank exchanges (src/algorithms/pair.cc) and, where
+  // one host holds all of a power-of-two number of ranks, the pairs rank ^ 2^k of recursive
+  // halving and doubling (src/algorithms/pair_halving.cc): a slot's worth each, one area per
+  // partner. In the segment's size, so ranks that disagree on CHORUS_PAIR_CELLS fail at
+  // init (mapPeer) instead of waiting for each other in different schedules. Every rank
+  // that maps a segment is on its host and counts the same ranks there.
+  sameHost_ = sameHostRanks(ctx);
+  const int n = ctx.nranks;
+  const bool pow2 = n >= 2 && (n & (n - 1)) == 0;
+  geo_.pairs = 0;
+  if (opt_.pairCells && n == 2)
+    geo_.pairs = 1;
+  else if (opt_.pairCells && pow2 && sameHost_ == static_cast<size_t>(n))
+    while ((1 << geo_.pairs) < n) ++geo_.pairs;
+  geo_.pairCell = geo_.pairs > 0 ? ctx.slotBytes : 0;
   rank_ = ctx.rank;
   pids_.assign(static_cast<size_t>(ctx.nranks), 0);
   if (ctx.peers)
@@ -119,7 +130,6 @@ chorusResult_t ShmTransport::setup(const TransportContext& ctx, void* info) {
   // This segment is read by its owner (everything in it is written *to* this rank): put its
   // pages on the owner's NUMA node before anything touches them (no-op on one-node hosts).
   if (opt_.bindLocal) opt_.bindLocal(base, bytes);
-  sameHost_ = sameHostRanks(ctx);
   prefault(base, bytes, sameHost_);
   own_ = {base, bytes};
   auto* hdr = static_cast<SegmentHeader*>(base);
@@ -205,11 +215,20 @@ void ShmTransport::finishSetup() {
   std::vector<char*> bases;
   for (const Mapping& m : peers_) bases.push_back(static_cast<char*>(m.base));
   board_.init(geo_, rank_, static_cast<int>(peers_.size()), bases, pids_);
-  pair_.init(geo_, rank_, bases, pids_);
+  pairs_.assign(static_cast<size_t>(geo_.pairs), ShmPairCells{});
+  for (int k = 0; k < geo_.pairs; ++k)
+    pairs_[static_cast<size_t>(k)].init(geo_, rank_, k, bases, pids_);
   if (!ownName_.empty() && !unlinked_) {
     shm_unlink(ownName_.c_str());
     unlinked_ = true;
   }
+}
+
+PairCells* ShmTransport::pairCells(int peer) {
+  const int x = peer ^ rank_;
+  for (size_t k = 0; k < pairs_.size(); ++k)
+    if (x == (1 << k)) return pairs_[k].ready() ? &pairs_[k] : nullptr;
+  return nullptr;
 }
 
 void ShmTransport::wakeAll() {

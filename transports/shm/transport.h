@@ -32,7 +32,7 @@ class ShmTransport final : public Transport {
   bool sharesMemory() const override { return true; }
   PeerAccess* peerAccess() override { return &access_; }
   SharedBoard* sharedBoard() override { return board_.ready() ? &board_ : nullptr; }
-  PairCells* pairCells() override { return pair_.ready() ? &pair_ : nullptr; }
+  PairCells* pairCells(int peer) override;
 
  private:
   struct Mapping {
@@ -48,9 +48,9 @@ class ShmTransport final : public Transport {
   std::vector<Mapping> peers_;  // by rank
   size_t sameHost_ = 1;         // ranks on this host (segments this rank maps), at setup
   bool unlinked_ = false;
-  ShmPeerAccess access_;  // CMA and registered-region mappings (single copy)
-  ShmBoard board_;        // set by finishSetup where every rank's segment is mapped here
-  ShmPairCells pair_;     // likewise, where the communicator has two ranks
+  ShmPeerAccess access_;             // CMA and registered-region mappings (single copy)
+  ShmBoard board_;                   // set by finishSetup where every rank's segment is mapped here
+  std::vector<ShmPairCells> pairs_;  // likewise, by k: the cells with rank ^ 2^k (layout.h)
   int rank_ = 0;
   std::vector<int> pids_;  // by rank
 };

@@ -1315,6 +1315,10 @@ size_t boardRunsSeen(Coll c) {
                                 : 0;
 }
 
+static std::atomic<size_t> pairHalvingRuns{0};
+
+size_t pairHalvingRunsSeen() { return pairHalvingRuns.load(); }
+
 bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err) {
   if (nranks < 2 || c.coll == Coll::SendRecv || (c.count == 0 && c.coll != Coll::Barrier))
     return true;  // no plan: one rank, point-to-point, or nothing to move
@@ -1343,6 +1347,16 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   if (r.ranBoard) ++boardRuns[coll == "all_gather" ? 0 : 1];
+  // Halving on the pair cells: only where planned, only as halving/Simple, only all-reduce.
+  if (r.planPairCells != r.ranPairCells ||
+      (r.ranPairCells && (std::string(r.ranAlgo) != "halving" ||
+                          std::string(r.ranProto) != "Simple" || coll != "all_reduce"))) {
+    *err = fmt("halving on the pair cells (planned %d, ran %d) disagrees with the plan: ",
+               r.planPairCells, r.ranPairCells) +
+           what;
+    return false;
+  }
+  if (r.ranPairCells) ++pairHalvingRuns;
   // The ordered exchange (reproducible mode's plan, and the default crowded same-host
   // all-reduce): it runs exactly where planned.
   if (r.planOrdered != r.ranOrdered) {

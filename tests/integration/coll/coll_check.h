@@ -196,6 +196,9 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
 /// Calls checkPlanRan saw run on the shared boards (src/algorithms/board.cc) in this process,
 /// by collective (all_gather, all_reduce): what coll_proc_main --expect-board asks for.
 size_t boardRunsSeen(Coll c);
+/// Calls checkPlanRan saw run by halving on the pair cells (src/algorithms/pair_halving.cc):
+/// what coll_proc_main --expect-pair-halving asks for.
+size_t pairHalvingRunsSeen();
 
 // prepare + launch (with stream: then chorusStreamSynchronize) + verify + checkPlanRan.
 // A call that returns an error is reported with chorusGetErrorString and

@@ -3,7 +3,8 @@
 //   chorusrun -np N coll_proc_main [--coll all_reduce,broadcast,...|all] [--types int8,...]
 //       [--ops sum,avg,...] [--sizes 0,1,7,1023] [--mid 100003|none]
 //       [--big none|subset|all] [--rotation 0|1] [--no-nan] [--no-inplace]
-//       [--no-outofplace] [--max-messages K] [--registered] [--expect-board] [--list]
+//       [--no-outofplace] [--max-messages K] [--registered] [--expect-board]
+//       [--expect-pair-halving] [--list]
 //
 // Every rank joins through perf/launch_init.h (the environment, or MPI under mpirun), builds the
 // same case list (coll_check.h: buildCases, the same coverage as the thread suite for the chosen
@@ -45,7 +46,8 @@ std::vector<std::string> splitList(const std::string& s) {
                "usage: coll_proc_main [--coll LIST|all] [--types LIST] [--ops LIST] "
                "[--sizes LIST] [--mid LIST|none] [--big none|subset|all] [--rotation 0|1] "
                "[--no-nan] [--no-inplace] "
-               "[--no-outofplace] [--max-messages K] [--registered] [--expect-board] [--list]\n"
+               "[--no-outofplace] [--max-messages K] [--registered] [--expect-board] "
+               "[--expect-pair-halving] [--list]\n"
                "  collectives: all_reduce broadcast reduce all_gather reduce_scatter scatter "
                "gather all_to_all send_recv barrier split stream\n",
                msg);
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
   size_t maxMessages = 20;
   bool listOnly = false;
   bool expectBoard = false;
+  bool expectPairHalving = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -128,6 +131,8 @@ int main(int argc, char** argv) {
       setRegisteredBuffers(true);  // chorusMemAlloc + chorusCommRegister for every buffer
     } else if (a == "--expect-board") {
       expectBoard = true;  // fail unless the shared boards ran all-gathers and all-reduces
+    } else if (a == "--expect-pair-halving") {
+      expectPairHalving = true;  // fail unless halving on the pair cells ran all-reduces
     } else if (a == "--list") {
       listOnly = true;
     } else if (a == "-h" || a == "--help") {
@@ -231,6 +236,15 @@ int main(int argc, char** argv) {
                    collName(want));
       ++totalFailed;
     }
+  }
+  // --expect-pair-halving: likewise for the all-reduce by halving on the pair cells
+  // (src/algorithms/pair_halving.cc).
+  const bool askedAllReduce =
+      std::find(colls.begin(), colls.end(), collName(Coll::AllReduce)) != colls.end();
+  if (expectPairHalving && askedAllReduce && pairHalvingRunsSeen() == 0 && !stopped) {
+    std::fprintf(
+        stderr, "rank %d: FAIL --expect-pair-halving: no all_reduce ran on the pair cells\n", rank);
+    ++totalFailed;
   }
   if (totalCases == 0) {
     std::fprintf(stderr, "rank %d: the arguments selected no case\n", rank);

@@ -753,6 +753,64 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
 }
 
+// Four ranks crowding one host, with pair cells for every pair rank ^ 2^k: the all-reduce
+// above 64 KiB and up to 4 MiB runs halving and doubling on the cells
+// (src/algorithms/pair_halving.cc), half a piece up to a cell, never single copy; 64 KiB
+// and below the ordered exchange as before, 8 MiB the ring. Halving named (CHORUS_ALGO=
+// halving): on the cells at every size above the LL path, crowded or not, at np 8 too. No
+// cells, not crowded, eight ranks, the ring or direct named, or another collective: as before.
+TEST(ChoosePlan, CrowdedPowerOfTwoTakesHalvingOnPairCells) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.boardBytes = 512 * K;
+  k.pairCellBytes = 512 * K;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  k.singleCopyBytes = 8 * K;
+  k.crowded = true;
+  auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
+    return chorus::choosePlan(&t, k, c, bytes);
+  };
+  const unsigned H = 1u << static_cast<int>(Algo::Halving);
+  for (size_t b : {64 * K + 64, 128 * K, 1000 * K, 1024 * K, 2048 * K + 64, 4096 * K}) {
+    const chorus::Plan p = plan(kAll, b);
+    EXPECT_TRUE(p.pairCells) << b;
+    EXPECT_EQ(p.algo, Algo::Halving) << b;
+    EXPECT_EQ(p.proto, chorus::Proto::Simple) << b;
+    EXPECT_EQ(p.route, chorus::Route::Fifo) << b;  // not single copy
+    EXPECT_FALSE(p.board || p.ordered || p.fallback) << b;
+    EXPECT_EQ(p.pieceBytes, std::min(512 * K, ((b + 1) / 2 + 63) & ~size_t{63})) << b;
+  }
+  EXPECT_TRUE(plan(kAll, 64 * K).ordered);  // the ordered exchange keeps 64 KiB
+  EXPECT_FALSE(plan(kAll, 64 * K).pairCells);
+  EXPECT_FALSE(plan(kAll, 8192 * K).pairCells);  // the ring above 4 MiB
+  EXPECT_EQ(plan(kAll, 8192 * K).algo, Algo::Ring);
+  EXPECT_FALSE(plan(R, 1024 * K).pairCells);  // the ring named
+  EXPECT_FALSE(plan(D, 1024 * K).pairCells);  // direct named: the boards
+  EXPECT_TRUE(plan(D, 1024 * K).board);
+  EXPECT_TRUE(plan(H, 32 * K).pairCells);  // halving named: on the cells, every size
+  EXPECT_TRUE(plan(H, 64 << 20).pairCells);
+  EXPECT_EQ(plan(H, 64 << 20).pieceBytes, 512 * K);
+  EXPECT_FALSE(plan(H, 16 * K).pairCells);  // not above the LL path
+  for (Coll c : {Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::Reduce})
+    EXPECT_FALSE(plan(kAll, 1024 * K, c).pairCells);
+  k.crowded = false;
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  EXPECT_TRUE(plan(H, 1024 * K).pairCells);
+  k.crowded = true;
+  k.nranks = 8;  // measured no faster at np 8: not chosen there; named, on the cells
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  EXPECT_TRUE(plan(H, 1024 * K).pairCells);
+  k.nranks = 4;
+  k.pairCellBytes = 0;  // no cells: the boards as before
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  EXPECT_TRUE(plan(kAll, 1024 * K).board);
+  EXPECT_FALSE(plan(H, 1024 * K).pairCells);
+}
+
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   // Over a socket the next piece travels while this one is reduced: a quarter of a half,
   // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.
