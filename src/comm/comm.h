@@ -77,6 +77,9 @@ struct CommTuning {
   bool ntAuto = false;  // CHORUS_NT_THRESHOLD=auto
   /// Under ntAuto: this rank's share of its host's last-level cache (src/tuning/output_stores.h)
   size_t cacheShareBytes = 0;
+  /// One L2 of this host (hwloc; 0: unknown): caps a same-host broadcast's pieces
+  /// (src/tuning/cache_pieces.h)
+  size_t l2Bytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: one piece per half, as over shm)
   int spin;                // polls before the first clock read (0 where ranks outnumber cores)
   std::string algo;        // CHORUS_ALGO

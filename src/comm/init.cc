@@ -384,6 +384,7 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
     comm->tuning.cacheShareBytes =
         static_cast<size_t>(llc / static_cast<uint64_t>(std::max(1, comm->localRanks)));
   }
+  comm->tuning.l2Bytes = static_cast<size_t>(topo::detectedHost().host.l2Bytes);
 
   // Hosts that share a kernel share its CPUs: namespaced hosts (tools/cluster) and
   // containers on one machine each count only their own ranks above, yet queue with the

@@ -78,6 +78,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.slotBytes = t.slotBytes;
   k.ntBytes = t.ntBytes;
   k.cacheShareBytes = t.cacheShareBytes;
+  k.l2Bytes = t.l2Bytes;
   k.tcpPieceMin = t.tcpPieceMin;
   k.allShm = pm.allShm;
   k.boardBytes = pm.board != nullptr ? pm.board->bufferBytes() : 0;

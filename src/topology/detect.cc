@@ -229,6 +229,11 @@ HostTopo fromHwloc(hwloc_topology_t t, const std::string& source) {
     hwloc_obj_t l3 = hwloc_get_obj_by_depth(t, depthL3, 0);
     if (l3 && l3->attr) h.l3Bytes = l3->attr->cache.size;
   }
+  const int depthL2 = hwloc_get_type_depth(t, HWLOC_OBJ_L2CACHE);
+  if (depthL2 >= 0) {
+    hwloc_obj_t l2 = hwloc_get_obj_by_depth(t, depthL2, 0);
+    if (l2 && l2->attr) h.l2Bytes = l2->attr->cache.size;
+  }
   for (hwloc_obj_t o = hwloc_get_next_pcidev(t, nullptr); o; o = hwloc_get_next_pcidev(t, o)) {
     const unsigned cls = o->attr->pcidev.class_id >> 8;
     PciDevice d;
@@ -407,6 +412,7 @@ std::string describe(const HostTopo& h) {
   s << "host " << h.hostname << " (" << h.source << "): " << h.packages.size() << " package(s), "
     << h.numas.size() << " NUMA node(s), " << h.cores << " cores, " << h.pus << " PUs";
   if (h.l3Count) s << ", " << h.l3Count << " x L3 " << (h.l3Bytes >> 20) << " MiB";
+  if (h.l2Bytes) s << ", L2 " << (h.l2Bytes >> 10) << " KiB";
   s << "\n";
   auto cpus = [](const std::vector<int>& v) {
     std::string out;

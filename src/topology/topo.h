@@ -48,6 +48,7 @@ struct HostTopo {
   int pus = 0;
   int l3Count = 0;
   uint64_t l3Bytes = 0;  // size of one L3
+  uint64_t l2Bytes = 0;  // size of one L2 (the first; a core's own on current x86 and Arm)
   std::vector<Package> packages;
   std::vector<NumaNode> numas;
   std::vector<PciDevice> gpus;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "src/tuning/cache_pieces.h"
 #include "src/tuning/output_stores.h"
 #include "src/tuning/tuning.h"
 
@@ -98,6 +99,10 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     p.fallback = g.fallback;
   }
   const bool twoRankRing = p.algo == Algo::Ring && k.nranks == 2 && k.slotBytes > 0;
+  // Two ranks on shared memory: the broadcast's pieces fit the root's L2 four at a time
+  // (cache_pieces.h). Measured at np 2 only; longer chains keep the slot-sized pieces.
+  if (twoRankRing && coll == Coll::Broadcast && k.allShm)
+    p.pieceBytes = std::min(p.pieceBytes, broadcastPieceCap(k.l2Bytes));
   if (twoRankRing && (coll == Coll::AllReduce || (coll == Coll::AllGather && k.allShm))) {
     // Two ranks on the ring do the same steps at the same time (all-reduce: each sends its
     // half, then reduces the peer's, then copies the peer's result out; all-gather: each

@@ -274,6 +274,9 @@ struct PlanKnobs {
   /// CHORUS_NT_THRESHOLD=auto, every rank on one host: this rank's share of the host's
   /// last-level cache (output_stores.h); 0: ntBytes alone decides.
   size_t cacheShareBytes = 0;
+  /// One L2 of the host (hwloc; 0: unknown): a same-host broadcast's pieces are at most a
+  /// quarter of it (cache_pieces.h).
+  size_t l2Bytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: two ranks over tcp keep one piece per half)
   bool allShm = false;     // shared memory joins every pair (PeerMem::allShm)
   size_t boardBytes = 0;   // a board buffer (transports/board.h) where allShm has boards; 0: none
