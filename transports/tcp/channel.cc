@@ -163,15 +163,30 @@ Recv recvSome(int fd, char* buf, size_t want, size_t* done) {
   }
 }
 
+// One readv() into two buffers: kGot sets *got (bytes into a, then b), else as recvSome.
+Recv recvTwo(int fd, char* a, size_t na, char* b, size_t nb, size_t* got) {
+  iovec iov[2] = {{a, na}, {b, nb}};
+  for (;;) {
+    const ssize_t r = ::readv(fd, iov, 2);
+    if (r > 0) {
+      *got = static_cast<size_t>(r);
+      return Recv::kGot;
+    }
+    if (r == 0) return Recv::kClosed;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? Recv::kWouldBlock : Recv::kError;
+  }
+}
+
 }  // namespace
 
 // Moves socket s forward as far as it can. Returns false when it stopped for good (the
 // channel failed); true when it would block or must wait for a free slot.
 //
-// Headers and short payloads come out of the socket's stage (one recv of up to
-// kStageBytes); a payload's remainder of kStageBytes or more is read straight into its slot.
-// A recv that returned less than it asked for left the socket empty: the loop stops there
-// instead of paying a recv to learn so (the next poll, or the level-triggered epoll watch,
+// Headers and what the stage read ahead come out of the socket's stage; the rest of a
+// payload is read straight into its slot, by a readv that reads ahead into the stage too
+// (aheadBytes). A read that returned less than it asked for left the socket empty: the loop stops
+// there instead of paying a recv to learn so (the next poll, or the level-triggered epoll watch,
 // finds whatever comes later).
 bool RecvChannel::readSock(int s, Sock& k) {
   k.waitingSlot = false;
@@ -181,10 +196,11 @@ bool RecvChannel::readSock(int s, Sock& k) {
   auto refill = [&]() {
     if (emptied) return Recv::kWouldBlock;
     size_t got = 0;
-    const Recv r = recvSome(k.fd.get(), k.stage.get(), kStageBytes, &got);
+    const size_t ahead = aheadBytes(k);
+    const Recv r = recvSome(k.fd.get(), k.stage.get(), ahead, &got);
     k.stageBeg = 0;
     k.stageEnd = got;
-    if (r == Recv::kGot) emptied = got < kStageBytes;
+    if (r == Recv::kGot) emptied = got < ahead;
     return r;
   };
   for (;;) {
@@ -250,14 +266,20 @@ bool RecvChannel::readSock(int s, Sock& k) {
         k.dataDone += take;
         continue;
       }
-      Recv got;
-      if (k.hdr.len - k.dataDone >= kStageBytes) {
-        if (emptied) return true;
-        got = recvSome(k.fd.get(), dst, k.hdr.len, &k.dataDone);
-        // Short of the whole remainder: the socket is empty for now.
-        if (got == Recv::kGot && k.dataDone < k.hdr.len) return true;
-      } else {
-        got = refill();
+      // The stage is empty: one readv puts the rest of this payload straight into its
+      // slot and whatever follows it (the next headers, whole small messages) into the
+      // stage, so a stream of messages costs a read per batch, not two per message.
+      if (emptied) return true;
+      const size_t rest = k.hdr.len - k.dataDone;
+      const size_t ahead = k.hdr.len < kStageBytes ? kStageBytes : kSmallAheadBytes;
+      size_t n = 0;
+      const Recv got = recvTwo(k.fd.get(), dst + k.dataDone, rest, k.stage.get(), ahead, &n);
+      if (got == Recv::kGot) {
+        const size_t toSlot = std::min(n, rest);
+        k.dataDone += toSlot;
+        k.stageBeg = 0;
+        k.stageEnd = n - toSlot;
+        emptied = n < rest + ahead;
       }
       if (got == Recv::kWouldBlock) return true;
       if (got != Recv::kGot) {
@@ -265,6 +287,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
         return false;
       }
     }
+    k.lastLen = k.hdr.len;
     ++st.got;
     st.mask |= 1u << s;
     if (st.got == st.nstripes) lastOnLane = s == kPairLane;

@@ -155,15 +155,24 @@ struct RecvChannel : Channel {
     bool waitingSlot = false;  // stopped for want of a free slot (not re-armed in epoll)
     bool watched = false;      // in the progress thread's epoll set under this channel's tag
     /// Bytes read ahead of the header being parsed: a header is read together with what
-    /// follows it (a small message whole, and the headers behind it) in one recv, instead
-    /// of a recv for the header, one for the payload and one that finds the socket empty.
-    /// [stageBeg, stageEnd) is not consumed yet; allocated on the first read.
+    /// follows it (small messages whole, and the headers behind them) in one recv, and a
+    /// payload's rest together with what follows it in one readv (the rest straight into
+    /// its slot), instead of a recv for each header, each payload and one that finds the
+    /// socket empty. [stageBeg, stageEnd) is not consumed yet; allocated on the first read.
     std::unique_ptr<char[]> stage;
     size_t stageBeg = 0, stageEnd = 0;
+    uint32_t lastLen = 0;  // payload bytes of the last stripe read on this socket
   };
-  /// Read-ahead per socket. Payload left to read past what the stage holds goes straight
-  /// into the slot once it is at least this long.
-  static constexpr size_t kStageBytes = 4096;
+  /// Read-ahead per socket: how much a read may take beyond the message it is for. A
+  /// stream of messages up to kStageBytes (a root's broadcasts, scatters) comes out of the
+  /// socket as many messages per read; after a larger stripe only kSmallAheadBytes (the next
+  /// header, and a small message whole): the next one is likely as large again, and would
+  /// otherwise be copied through the stage instead of read into its slot.
+  static constexpr size_t kStageBytes = 65536;
+  static constexpr size_t kSmallAheadBytes = 4096;
+  size_t aheadBytes(const Sock& k) const {
+    return k.lastLen < kStageBytes ? kStageBytes : kSmallAheadBytes;
+  }
   std::vector<Sock> socks;  // kMaxSocks entries filled by hello index, then kPairLane
   struct SlotState {
     uint64_t seq = ~0ull;
