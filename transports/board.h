@@ -53,6 +53,13 @@ class SharedBoard {
   /// gone), with no message set.
   virtual chorusResult_t waitPosted(int rank, uint64_t epoch, const char** buf,
                                     const WaitCtx& w) = 0;
+  /// Waits until any of ranks[0..count) has posted `epoch` (count >= 1); *which: its index
+  /// in `ranks`, *buf: its buffer (as waitPosted). Where ranks crowd their CPUs, a rank
+  /// waiting for one particular peer yields its CPU although another peer's piece is there
+  /// to take (docs/PERF.md#perf-np4steady). A dead peer is noticed through ranks[0]'s process
+  /// (and any other's once it is the first left).
+  virtual chorusResult_t waitAnyPosted(const int* ranks, int count, uint64_t epoch, int* which,
+                                       const char** buf, const WaitCtx& w) = 0;
 };
 
 }  // namespace chorus
