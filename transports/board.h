@@ -58,6 +58,8 @@ class SharedBoard {
   /// waiting for one particular peer yields its CPU although another peer's piece is there
   /// to take (docs/PERF.md#perf-np4steady). A dead peer is noticed through ranks[0]'s process
   /// (and any other's once it is the first left).
+  /// The doorbell of `rank`'s process (where it says which CPU it last waited on).
+  virtual const Doorbell* bellOf(int rank) const = 0;
   virtual chorusResult_t waitAnyPosted(const int* ranks, int count, uint64_t epoch, int* which,
                                        const char** buf, const WaitCtx& w) = 0;
 };
