@@ -53,6 +53,15 @@ class SharedBoard {
   /// gone), with no message set.
   virtual chorusResult_t waitPosted(int rank, uint64_t epoch, const char** buf,
                                     const WaitCtx& w) = 0;
+  /// Waits until any of ranks[0..count) has posted `epoch` (count >= 1); *which: its index
+  /// in `ranks`, *buf: its buffer (as waitPosted). Where ranks crowd their CPUs, a rank
+  /// waiting for one particular peer yields its CPU although another peer's piece is there
+  /// to take (docs/PERF.md#perf-np4steady). A dead peer is noticed through ranks[0]'s process
+  /// (and any other's once it is the first left).
+  /// The doorbell of `rank`'s process (where it says which CPU it last waited on).
+  virtual const Doorbell* bellOf(int rank) const = 0;
+  virtual chorusResult_t waitAnyPosted(const int* ranks, int count, uint64_t epoch, int* which,
+                                       const char** buf, const WaitCtx& w) = 0;
 };
 
 }  // namespace chorus

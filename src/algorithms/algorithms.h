@@ -116,6 +116,9 @@ chorusResult_t reduceScatterHalving(chorusComm* comm, const CollArgs& a, const P
 /// Every rank's block through the shared boards (src/algorithms/board.cc): pieces of
 /// plan.pieceBytes, at most a board buffer.
 chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
+/// Broadcast on the shared boards (crowded same-host calls): the root writes each piece to
+/// its board once, every other rank copies it out (board.cc).
+chorusResult_t broadcastBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 /// Two ranks on one host with pair cells (comm->peerMem.pair; src/algorithms/pair.cc): the
 /// FIFO schedules of all-gather, all-to-all, all-reduce and reduce-scatter, through the cells
 /// instead.

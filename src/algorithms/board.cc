@@ -19,6 +19,14 @@
 // reduced share out of the peer's board. Two waits per piece, as the direct schedule on the
 // FIFOs (allReduceDirectFifo), without its n - 1 copies into slots each way.
 //
+// Broadcast (crowded same-host calls above 64 KiB, up to a board buffer): the root writes
+// each piece to its board once and posts it; every other rank posts (saying it is done with
+// the root's last piece) and copies the root's piece out. Each rank then waits for every
+// peer's post of the epoch (rule (a) of transports/board.h, so the boards stay safe for the
+// next collective), in the order they come. The ring's chain instead copies the message
+// twice on every middle rank and waits for each forward in turn: with 4 ranks on 2 CPUs
+// each of those waits is a turn on a CPU (docs/PERF.md#perf-np4steady).
+//
 // The reduced shares are written to the board the way the slot-store chooser says
 // (CHORUS_SLOT_STORES, runWithSlotStores): each is read by every peer, and where the VM's
 // vCPUs sit on different dies the peers read them faster from memory (streaming stores)
@@ -149,6 +157,54 @@ chorusResult_t allGatherBoard(chorusComm* comm, const CollArgs& a, const Plan& p
     return planCannotRun(comm, a, plan, blockBytes * static_cast<size_t>(comm->nranks));
   noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
   return allGatherBoardSteps(comm, a, plan, p);
+}
+
+chorusResult_t broadcastBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
+  SharedBoard* board = comm->peerMem.board;
+  const int n = comm->nranks, rank = comm->rank, root = a.root;
+  const size_t elem = p.elemSize(), bytes = a.count * elem;
+  if (board == nullptr || plan.pieceBytes == 0 || plan.pieceBytes > board->bufferBytes())
+    return planCannotRun(comm, a, plan, bytes);
+  noteRan(comm, Algo::Direct, Proto::Simple, PathRan::Fifo, true);
+  const WaitCtx& w = p.waitCtx();
+  const char* in = static_cast<const char*>(a.sendbuf);
+  char* out = static_cast<char*>(a.recvbuf);
+  const size_t piece = std::max(elem, plan.pieceBytes / elem * elem);
+  std::vector<int> peers(static_cast<size_t>(n));
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t len = std::min(piece, bytes - off);
+    const uint64_t epoch = board->nextEpoch();
+    if (rank == root) {
+      std::memcpy(board->own(epoch), in + off, len);
+      board->post(epoch);
+      if (out != in) std::memcpy(out + off, in + off, len);
+    } else {
+      // Posting says this rank has finished with the root's last piece (rule (b)); its own
+      // buffer carries nothing.
+      board->post(epoch);
+      const char* src = nullptr;
+      chorusResult_t r = board->waitPosted(root, epoch, &src, w);
+      if (r != chorusSuccess) return p.failed(r, "waiting for the board of", root);
+      kernels::copy(out + off, src, len, plan.streaming);
+    }
+    // Rule (a): every peer's post of this epoch, in the order they come (for the root: each
+    // reader is done with the piece before last, whose buffer the next piece takes).
+    int left = 0;
+    for (int k = 1; k < n; ++k) {
+      const int peer = (rank + k) % n;
+      if (peer != root || rank == root) peers[static_cast<size_t>(left++)] = peer;
+    }
+    while (left > 0) {
+      int i = 0;
+      const char* src = nullptr;
+      chorusResult_t r = board->waitAnyPosted(peers.data(), left, epoch, &i, &src, w);
+      if (r != chorusSuccess) return p.failed(r, "waiting for the board of", peers[0]);
+      for (int j = i; j + 1 < left; ++j)
+        peers[static_cast<size_t>(j)] = peers[static_cast<size_t>(j + 1)];
+      --left;
+    }
+  }
+  return chorusSuccess;
 }
 
 chorusResult_t allReduceBoard(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {

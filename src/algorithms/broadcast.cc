@@ -2,7 +2,8 @@
 //
 // Small messages: the root writes the data to every rank on the LL path (one hop).
 // Otherwise a pipelined chain in ring order from the root: each piece is forwarded as soon
-// as it arrives, so the time is ~one copy of the message plus (n-1) pieces.
+// as it arrives, so the time is ~one copy of the message plus (n-1) pieces. Ranks crowding
+// their CPUs on one host take the shared boards instead (board.cc) at mid sizes.
 #include <algorithm>
 #include <cstring>
 
@@ -15,6 +16,7 @@ namespace chorus {
 chorusResult_t broadcastRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const int n = comm->nranks, rank = comm->rank, root = a.root;
   const size_t elem = p.elemSize(), bytes = a.count * elem;
+  if (plan.board) return broadcastBoard(comm, a, plan, p);  // crowded same-host calls
   if (plan.algo == Algo::Direct) {
     noteRan(comm, Algo::Direct, Proto::LL);
     if (rank == root) {

@@ -346,13 +346,14 @@ CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   CHORUS_INFO(
       kLogInit,
       "rank %d: %llu waits outlasted the first polls, %llu of them slept (%llu because "
-      "the peer was queued on this CPU, %llu on a busy machine, %llu moves off its CPU); spin "
-      "budget now %lld us",
+      "the peer was queued on this CPU, %llu on a busy machine, %llu moves off its CPU, %llu off a "
+      "crowded CPU); spin budget now %lld us",
       comm->rank, static_cast<unsigned long long>(wp.slowWaits.load()),
       static_cast<unsigned long long>(wp.sleeps.load()),
       static_cast<unsigned long long>(wp.peerSleeps.load()),
       static_cast<unsigned long long>(wp.busySleeps.load()),
       static_cast<unsigned long long>(wp.unstacks.load()),
+      static_cast<unsigned long long>(wp.rebalances.load()),
       static_cast<long long>(wp.spinNs.load() / 1000));
   commFree(comm);
   return chorusSuccess;

@@ -437,6 +437,15 @@ chorusResult_t commInit(chorusComm* comm, const chorusUniqueId& id, int nranks, 
   }
   CHORUS_CHECK(connectTransports(comm));
   CHORUS_CHECK(peerMemInit(comm));
+  // Crowded host on the boards: waiters watch where the host's ranks wait and step off a
+  // CPU that holds more than its share (src/core/wait.h, WaitPolicy::hostBells).
+  if (crowded && comm->peerMem.board != nullptr && comm->localRanks == nranks &&
+      paramInt(Param::CrowdBalance) != 0 && comm->ncpus > 1) {
+    for (int r = 0; r < nranks; ++r)
+      comm->waitPolicy.hostBells.push_back(comm->peerMem.board->bellOf(r));
+    comm->waitPolicy.hostBellIndex = rank;
+    comm->waitPolicy.cpuShare = (comm->localRanks + comm->ncpus - 1) / comm->ncpus;
+  }
   commTuningInit(comm);  // the cost model's tables (and its TUNING log) are built here, once
   CHORUS_INFO(kLogInit,
               "rank %d/%d ready%s%s: %d local ranks on %d cpus, slots %d x %zu B, LL %zu B", rank,

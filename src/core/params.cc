@@ -187,6 +187,11 @@ const ParamInfo kParams[] = {
      "pieces that would go through the FIFO slots through two shared cells the ranks swap at "
      "every exchange (each writes the cell it last read; no credit goes back); 0: the FIFO. "
      "Every rank must use the same value (init fails otherwise)."},
+    {"CHORUS_CROWD_BALANCE", "1",
+     "1: where one host's ranks outnumber its CPUs and share the boards, a waiting rank on a "
+     "CPU that holds more than its share of them steps to an allowed CPU that holds fewer "
+     "(at most every 100 ms per rank; its affinity mask is left as it was); 0: the kernel's "
+     "placement alone."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

@@ -71,6 +71,7 @@ enum class Param : int {
   Reproducible,        // CHORUS_REPRODUCIBLE
   AsymFence,           // CHORUS_ASYM_FENCE
   PairCells,           // CHORUS_PAIR_CELLS
+  CrowdBalance,        // CHORUS_CROWD_BALANCE
   Count
 };
 

@@ -98,6 +98,50 @@ bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
   return true;
 }
 
+// CHORUS_CROWD_BALANCE (WaitPolicy::hostBells): look at where the host's ranks wait no more
+// than every kBalanceLookNs; step off a CPU that holds more than its share of them.
+constexpr int64_t kBalanceLookNs = 2000000;  // 2 ms
+
+int ranksWaitingOn(const WaitPolicy* policy, int cpuPlusOne, int* highest) {
+  int count = 0;
+  for (int i = 0; i < static_cast<int>(policy->hostBells.size()); ++i)
+    if (policy->hostBells[static_cast<size_t>(i)]->cpuPlusOne.load(std::memory_order_relaxed) ==
+        cpuPlusOne) {
+      ++count;
+      *highest = i;
+    }
+  return count;
+}
+
+bool balanceCrowdedCpus(WaitPolicy* policy, int here, int64_t now) {
+  if (now - policy->lastBalanceLookNs.load(std::memory_order_relaxed) < kBalanceLookNs)
+    return false;
+  policy->lastBalanceLookNs.store(now, std::memory_order_relaxed);
+  int highest = -1;
+  if (ranksWaitingOn(policy, here + 1, &highest) <= policy->cpuShare ||
+      highest != policy->hostBellIndex)
+    return false;
+  if (now - policy->lastUnstackNs.load(std::memory_order_relaxed) < kUnstackGapNs) return false;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return false;
+  int to = -1;
+  for (int c = 0; c < CPU_SETSIZE && to < 0; ++c) {
+    int h = -1;
+    if (c != here && CPU_ISSET(c, &allowed) && ranksWaitingOn(policy, c + 1, &h) < policy->cpuShare)
+      to = c;
+  }
+  if (to < 0) return false;
+  policy->lastUnstackNs.store(now, std::memory_order_relaxed);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(to, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  policy->rebalances.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 }  // namespace
 
 void WaitPolicy::configure(int64_t startNs, int64_t minNs, int64_t maxNs, bool adapt) {
@@ -224,6 +268,8 @@ chorusResult_t waitSlow(bool (*ready)(void*), void* arg, const WaitCtx& w, Doorb
     bool peerHere = peerBell && peerBell->cpuPlusOne.load(std::memory_order_relaxed) == cpuPlusOne;
     if (peerHere && w.policy && w.policy->unstack && moveOffPeersCpu(w.policy, cpuPlusOne - 1, t))
       continue;  // now on another CPU: spin there
+    if (w.policy && !w.policy->hostBells.empty() && balanceCrowdedCpus(w.policy, cpuPlusOne - 1, t))
+      continue;  // now on a CPU with fewer of the host's ranks
     if (t < spinUntil && !peerHere) {
       // A stream worker whose process's (or a peer's) compute wants the cores: sleep at
       // once, the compute keeps the core, and the writer's ring runs the worker again.

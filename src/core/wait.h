@@ -22,11 +22,14 @@
 #include <climits>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "chorus.h"
 #include "src/core/link_failure.h"
 
 namespace chorus {
+
+struct Doorbell;
 
 /// How long a waiter spins before it sleeps, learnt from the waits a communicator has seen
 /// (one per communicator; the fields are atomics because a communicator's calls may come
@@ -55,6 +58,17 @@ struct WaitPolicy {
   bool unstack = false;
   std::atomic<int64_t> lastUnstackNs{0};
   std::atomic<uint64_t> unstacks{0};
+  /// Where the ranks crowd the CPUs (CHORUS_CROWD_BALANCE): the doorbells of this host's
+  /// ranks (where each last waited, Doorbell::cpuPlusOne) and this rank's index among them.
+  /// A waiter on a CPU that holds more than cpuShare of them, the highest-indexed there,
+  /// steps to an allowed CPU that holds fewer (at most every 100 ms): the kernel can leave
+  /// three of four ranks on one of two CPUs for hundreds of ms, every hand-off then waiting
+  /// for a turn on the crowded CPU (docs/PERF.md#perf-np4steady). Empty: not watched.
+  std::vector<const Doorbell*> hostBells;
+  int hostBellIndex = -1;
+  int cpuShare = 0;
+  std::atomic<int64_t> lastBalanceLookNs{0};
+  std::atomic<uint64_t> rebalances{0};
   // Counts for CHORUS_DEBUG=INFO at destroy: waits that outlasted the inline polls, those
   // that slept, and those that slept because the peer was queued on the waiter's CPU.
   std::atomic<uint64_t> slowWaits{0};

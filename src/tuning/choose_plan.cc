@@ -36,6 +36,8 @@ constexpr size_t kTwoRankDirectBelow = 512 * 1024;
 // (docs/PERF.md#perf-np4cells).
 constexpr size_t kCrowdedOrderedMaxBytes = 512 << 10;
 constexpr size_t kCrowdedOrderedBesideBoardsMaxBytes = 256 << 10;
+// Smallest crowded same-host broadcast on the boards is the next size above this (choosePlan).
+constexpr size_t kCrowdedBroadcastBoardAbove = 64 << 10;
 
 // The crowded same-host all-reduce on a power of two of ranks takes halving and doubling on
 // the pair cells (src/algorithms/pair_halving.cc) above kCrowdedPairHalvingAboveBytes, up to
@@ -239,6 +241,15 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
     const size_t block = (bytes / static_cast<size_t>(k.nranks) + 63) & ~size_t{63};
     if (block <= 2 * k.boardBytes) directSimple(std::min(block, k.boardBytes), true);
   }
+  // Broadcast on the boards, above 64 KiB up to a board buffer, in one piece: the root
+  // copies the message in once and every rank copies it out, one wait for the root; the
+  // ring's chain copies it twice on every middle rank and waits for each forward in turn.
+  // Measured (np 4 on 2 CPUs, AMD EPYC Zen 5, docs/PERF.md#perf-np4steady): 128-512 KiB
+  // 1.2-1.5x the chain, 32 KiB 0.7x (the chain kept there), 1-8 MiB in board-buffer pieces
+  // level or slower in one window (the chain kept).
+  if (crowdedHost && coll == Coll::Broadcast && k.boardBytes > 0 && p.algo != Algo::Direct &&
+      bytes > kCrowdedBroadcastBoardAbove && bytes <= k.boardBytes)
+    directSimple(k.boardBytes, true);
   // --- end crowded same-host all-reduce and all-gather ---
   switch (coll) {
     case Coll::AllToAll:

@@ -39,5 +39,27 @@ chorusResult_t ShmBoard::waitPosted(int rank, uint64_t epoch, const char** buf, 
   return chorusSuccess;
 }
 
+chorusResult_t ShmBoard::waitAnyPosted(const int* ranks, int count, uint64_t epoch, int* which,
+                                       const char** buf, const WaitCtx& w) {
+  int found = -1;
+  auto anyPosted = [&] {
+    for (int i = 0; i < count; ++i) {
+      const Board& b = boards_[static_cast<size_t>(ranks[i])];
+      if (b.posted->epoch.load(std::memory_order_acquire) >= epoch) {
+        found = i;
+        return true;
+      }
+    }
+    return false;
+  };
+  const Board& first = boards_[static_cast<size_t>(ranks[0])];
+  chorusResult_t res =
+      waitUntil(anyPosted, w, boards_[static_cast<size_t>(rank_)].bell, first.pid, first.bell);
+  if (res != chorusSuccess) return res;
+  *which = found;
+  *buf = buffer(ranks[found], epoch);
+  return chorusSuccess;
+}
+
 }  // namespace shm
 }  // namespace chorus

@@ -23,6 +23,11 @@ class ShmBoard final : public SharedBoard {
   char* own(uint64_t epoch) override { return buffer(rank_, epoch); }
   void post(uint64_t epoch) override;
   chorusResult_t waitPosted(int rank, uint64_t epoch, const char** buf, const WaitCtx& w) override;
+  const Doorbell* bellOf(int rank) const override {
+    return boards_[static_cast<size_t>(rank)].bell;
+  }
+  chorusResult_t waitAnyPosted(const int* ranks, int count, uint64_t epoch, int* which,
+                               const char** buf, const WaitCtx& w) override;
 
  private:
   struct Board {

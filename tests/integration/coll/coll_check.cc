@@ -1306,12 +1306,14 @@ static bool protoCannotRun(const std::string& p, const std::string& coll, size_t
   return false;
 }
 
-// all_gather, all_reduce; atomic: thread ranks (coll_threads, coll_stress) count at once.
-static std::atomic<size_t> boardRuns[2] = {{0}, {0}};
+// all_gather, all_reduce, broadcast; atomic: thread ranks (coll_threads, coll_stress) count
+// at once.
+static std::atomic<size_t> boardRuns[3] = {{0}, {0}, {0}};
 
 size_t boardRunsSeen(Coll c) {
   return c == Coll::AllGather   ? boardRuns[0].load()
          : c == Coll::AllReduce ? boardRuns[1].load()
+         : c == Coll::Broadcast ? boardRuns[2].load()
                                 : 0;
 }
 
@@ -1337,16 +1339,16 @@ bool checkPlanRan(const Case& c, chorusComm_t comm, int nranks, std::string* err
     return false;
   }
   const std::string path = r.ranPath;
-  // The shared boards: only where planned, only as direct/Simple, only these two.
+  // The shared boards: only where planned, only as direct/Simple, only these three.
   if (r.planBoard != r.ranBoard ||
       (r.ranBoard && (std::string(r.ranAlgo) != "direct" || std::string(r.ranProto) != "Simple" ||
-                      (coll != "all_gather" && coll != "all_reduce")))) {
+                      (coll != "all_gather" && coll != "all_reduce" && coll != "broadcast")))) {
     *err = fmt("the shared boards (planned %d, ran %d) disagree with the plan: ", r.planBoard,
                r.ranBoard) +
            what;
     return false;
   }
-  if (r.ranBoard) ++boardRuns[coll == "all_gather" ? 0 : 1];
+  if (r.ranBoard) ++boardRuns[coll == "all_gather" ? 0 : coll == "all_reduce" ? 1 : 2];
   // Halving on the pair cells: only where planned, only as halving/Simple, only all-reduce.
   if (r.planPairCells != r.ranPairCells ||
       (r.ranPairCells && (std::string(r.ranAlgo) != "halving" ||

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
     } else if (a == "--registered") {
       setRegisteredBuffers(true);  // chorusMemAlloc + chorusCommRegister for every buffer
     } else if (a == "--expect-board") {
-      expectBoard = true;  // fail unless the shared boards ran all-gathers and all-reduces
+      expectBoard = true;  // fail unless the shared boards ran the collectives asked for
     } else if (a == "--expect-pair-halving") {
       expectPairHalving = true;  // fail unless halving on the pair cells ran all-reduces
     } else if (a == "--list") {
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
 
   // --expect-board: the run was set up so that the boards should run (ranks crowding their
   // CPUs on one host); a run where they never did checked nothing of them.
-  for (Coll want : {Coll::AllGather, Coll::AllReduce}) {
+  for (Coll want : {Coll::AllGather, Coll::AllReduce, Coll::Broadcast}) {
     const bool asked = std::find(colls.begin(), colls.end(), collName(want)) != colls.end();
     if (expectBoard && asked && boardRunsSeen(want) == 0 && !stopped) {
       std::fprintf(stderr, "rank %d: FAIL --expect-board: no %s ran on the shared boards\n", rank,

@@ -2,11 +2,12 @@
 """SIGKILL one of N ranks in the middle of a 64 MiB all-reduce loop; the others must fail.
 
 Usage: kill_rank.py --worker PATH [--np 4] [--victim 2] [--timeout-s 20] [--bytes B]
-                    [--registered] [--coll gather|scatter] [--sleep-ms M]
+                    [--registered] [--coll gather|scatter|broadcast] [--sleep-ms M]
 
 --registered: the ranks all-gather between chorusMemAlloc buffers registered on the
 communicator (the single-copy path, peers mapping each other's buffers) instead.
---coll gather | scatter: the ranks gather or scatter B bytes to rank 0 instead (small ones
+--coll gather | scatter | broadcast: the ranks gather or scatter B bytes to rank 0, or
+broadcast B bytes from it, instead (small gathers and scatters
 on the LL path); --sleep-ms M: every rank pauses M ms after each call (a small call would
 otherwise finish the worker's loop before the kill).
 
@@ -149,7 +150,7 @@ def main():
     ap.add_argument("--timeout-s", type=int, default=20)
     ap.add_argument("--bytes", type=int, default=64 << 20)
     ap.add_argument("--registered", action="store_true")
-    ap.add_argument("--coll", choices=["gather", "scatter"])
+    ap.add_argument("--coll", choices=["gather", "scatter", "broadcast"])
     ap.add_argument("--sleep-ms", type=int, default=0)
     a = ap.parse_args()
     worker_args = ["--registered", "1"] if a.registered else []

@@ -1,7 +1,7 @@
 // kill_worker.cc — one rank of the "SIGKILL a rank mid all-reduce" test (kill_rank.py).
 //
 //   CHORUS_RANK=r CHORUS_WORLD_SIZE=n CHORUS_INIT=tcp://host:port kill_worker [--bytes B]
-//       [--iters N] [--sleep-ms M] [--registered 1] [--coll gather|scatter]
+//       [--iters N] [--sleep-ms M] [--registered 1] [--coll gather|scatter|broadcast]
 //
 // No launcher: the test starts every rank itself, so when it SIGKILLs one of them nothing
 // but the library can tell the others. Each rank initializes from the environment and runs
@@ -16,7 +16,8 @@
 // the communicator (B bytes of output; the same-host single-copy path).
 // --coll gather | scatter: a loop of gathers or scatters to rank 0 of B bytes of result
 // (small ones run on the LL path, each block in one message: the test that a dead sender or
-// receiver there fails the call, not hangs it), every block checked.
+// receiver there fails the call, not hangs it), every block checked. --coll broadcast: a
+// loop of B-byte broadcasts from rank 0 (on the shared boards where 4 ranks crowd 2 CPUs).
 #include <chorus.h>
 #include <unistd.h>
 
@@ -119,6 +120,32 @@ int rootedLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, lon
   return 0;
 }
 
+// --coll broadcast: rank 0 is the root; every element holds 1 + iteration.
+int broadcastLoop(chorusComm_t comm, int rank, size_t bytes, long iters, long sleepMs) {
+  std::vector<float> buf(std::max<size_t>(1, bytes / sizeof(float)));
+  for (long it = 0; it < iters; ++it) {
+    const float want = static_cast<float>(1 + it % 1000);
+    std::fill(buf.begin(), buf.end(), rank == 0 ? want : -1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    chorusResult_t r =
+        chorusBroadcast(buf.data(), buf.data(), buf.size(), chorusFloat32, 0, comm, nullptr);
+    if (r != chorusSuccess)
+      return failed(
+          comm, rank, r,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (buf.front() != want || buf.back() != want || buf[buf.size() / 2] != want) {
+      std::printf("rank %d: WRONG at iter %ld\n", rank, it);
+      return 1;
+    }
+    std::printf("rank %d: iter %ld ok\n", rank, it);
+    std::fflush(stdout);
+    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+  }
+  chorusCommDestroy(comm);
+  std::printf("rank %d: DONE\n", rank);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,12 +164,13 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--registered"))
       registered = std::atoi(argv[i + 1]) != 0;
     else if (!std::strcmp(argv[i], "--coll") &&
-             (!std::strcmp(argv[i + 1], "gather") || !std::strcmp(argv[i + 1], "scatter")))
+             (!std::strcmp(argv[i + 1], "gather") || !std::strcmp(argv[i + 1], "scatter") ||
+              !std::strcmp(argv[i + 1], "broadcast")))
       coll = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: kill_worker [--bytes B] [--iters N] [--sleep-ms M] [--registered 1] "
-                   "[--coll gather|scatter]\n");
+                   "[--coll gather|scatter|broadcast]\n");
       return 2;
     }
   }
@@ -155,6 +183,7 @@ int main(int argc, char** argv) {
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &n);
   if (registered) return allGatherLoop(comm, rank, n, bytes, iters, sleepMs);
+  if (coll == "broadcast") return broadcastLoop(comm, rank, bytes, iters, sleepMs);
   if (!coll.empty()) return rootedLoop(comm, rank, n, bytes, iters, sleepMs, coll == "gather");
   const size_t count = bytes / sizeof(float);
   std::vector<float> buf(count);

@@ -738,19 +738,36 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   EXPECT_EQ(plan(kAll, 1 * K, AG).proto, Proto::LL);
   // Where the restriction leaves direct out, or not this rule's collectives: no board.
   EXPECT_FALSE(plan(R, 256 * K, AG).board);
-  for (Coll c : {Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll, Coll::Reduce})
+  for (Coll c : {Coll::ReduceScatter, Coll::AllToAll, Coll::Reduce})
     EXPECT_FALSE(plan(kAll, 256 * K, c).board);
+  // Broadcast: above 64 KiB up to a board buffer, in one piece; the chain elsewhere.
+  const Coll BC = Coll::Broadcast;
+  for (size_t b : {64 * K + 4, 256 * K, 512 * K}) {
+    const chorus::Plan p = plan(kAll, b, BC);
+    EXPECT_TRUE(p.board) << b;
+    EXPECT_EQ(p.algo, Algo::Direct) << b;
+    EXPECT_EQ(p.proto, Proto::Simple) << b;
+    EXPECT_EQ(p.route, Route::Fifo) << b;  // not single copy
+    EXPECT_EQ(p.pieceBytes, 512 * K) << b;
+  }
+  for (size_t b : {32 * K, 64 * K, 512 * K + 4, 2048 * K})
+    EXPECT_FALSE(plan(kAll, b, BC).board) << b;
+  EXPECT_EQ(plan(kAll, 1 * K, BC).proto, Proto::LL);  // the tables' direct/LL stays
+  EXPECT_FALSE(plan(R, 256 * K, BC).board);           // ring named: the chain
   k.crowded = false;
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+  EXPECT_FALSE(plan(kAll, 256 * K, BC).board);
   k.crowded = true;
   k.boardBytes = 0;  // no boards: the ordered exchange or the FIFOs, and the ring
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+  EXPECT_FALSE(plan(kAll, 256 * K, BC).board);
   k.boardBytes = 512 * K;
   k.nranks = 2;
   EXPECT_FALSE(plan(kAll, 1024 * K, AR).board);
   EXPECT_FALSE(plan(kAll, 256 * K, AG).board);
+  EXPECT_FALSE(plan(kAll, 256 * K, BC).board);
 }
 
 // Four ranks crowding one host, with pair cells for every pair rank ^ 2^k: the all-reduce
