@@ -2,6 +2,7 @@
 // (src/tuning does the model and the plan, as pure functions), and the plan per call.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 
 #include "src/comm/comm.h"
@@ -70,6 +71,15 @@ int orderedRailsWidth(const chorusComm* comm) {
 
 namespace {
 
+// Whether some host's ranks have fewer CPUs between them than there are ranks on it.
+bool hostCpusShared(const chorusComm* comm) {
+  std::map<uint64_t, int> ranksOn;
+  for (const PeerInfo& p : comm->peers) ++ranksOn[p.hostHash];
+  for (const PeerInfo& p : comm->peers)
+    if (p.ncpus < ranksOn[p.hostHash]) return true;
+  return false;
+}
+
 PlanKnobs knobsOf(const chorusComm* comm) {
   const CommTuning& t = comm->tuning;
   const PeerMem& pm = comm->peerMem;
@@ -90,6 +100,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.reproducible = t.reproducible;
   k.crowded = comm->maxRanksPerKernelCpu > 1.0;
   k.railsFit = orderedRailsWidth(comm) != 0;
+  k.hostCpusShared = hostCpusShared(comm);
   return k;
 }
 

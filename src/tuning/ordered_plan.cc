@@ -109,11 +109,16 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     // From kOrderedLeadersChainMinBytes, where the layout fits the rails, the rails rather
     // than the leaders' chain: with the sockets no longer paced (docs/PERF.md#perf-r36tail)
     // they took 0.69-0.70x the default's time at 64 KiB with one rank of each host per CPU
-    // where the chain took 1.19-1.21x, level with it (1.18-1.21x) with each host's ranks on
-    // one CPU, and 1.08-1.16x against 1.22-1.28x unplaced (2 hosts x 2 ranks,
-    // docs/PERF.md#perf-lead-night). The leaders' chain keeps the layouts the rails cannot
+    // where the chain took 1.19-1.21x, and 1.08-1.16x against 1.22-1.28x unplaced (2 hosts x
+    // 2 ranks, docs/PERF.md#perf-lead-night). Not where a host's ranks share CPUs
+    // (hostCpusShared): there every rank of a host waits on tcp and its mates for the CPU,
+    // and at 64 KiB the rails took 1.44-1.52x the default in the VM's windows where a cache
+    // line between the vCPUs takes 0.5-0.85 us, against 1.21-1.30x for the leaders' chain in
+    // the same sittings (1.14-1.27x against the rails' 1.18-1.22x where it takes 0.12 us;
+    // docs/PERF.md#perf-r36cell). The leaders' chain also keeps the layouts the rails cannot
     // take (contiguous runs of unequal length, one rank a host).
-    const bool railsFirst = k.railsFit && bytes >= kOrderedLeadersChainMinBytes;
+    const bool railsFirst =
+        k.railsFit && !k.hostCpusShared && bytes >= kOrderedLeadersChainMinBytes;
     if (llAllowed && k.llBytes > 0 && bytes <= kOrderedLeadersMaxBytes && !railsFirst) {
       p->proto = Proto::LL;
       p->viaLeaders = true;

@@ -296,6 +296,10 @@ struct PlanKnobs {
   /// The hosts hold equal, contiguous runs of 2 or more ranks (orderedRailsWidth): the
   /// reproducible all-reduce across hosts can take the leaders' rails.
   bool railsFit = false;
+  /// Some host gives its ranks fewer CPUs between them than it has ranks (the union of their
+  /// affinity masks, PeerInfo::ncpus; the same on every rank): there the ranks of a host
+  /// take turns on a CPU.
+  bool hostCpusShared = false;
 };
 
 /// What a call brings besides its collective and size.

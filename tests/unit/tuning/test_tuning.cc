@@ -971,3 +971,38 @@ TEST(OrderedPlan, AcrossHostsThe64KiBCallTakesTheRailsWhereTheyFit) {
   EXPECT_TRUE(rails.chain);
   EXPECT_EQ(rails.proto, chorus::Proto::Simple);
 }
+
+// Where a host's ranks share CPUs (hostCpusShared), the 64 KiB call stays on the leaders'
+// chain though the layout fits the rails; 128 KiB takes the rails (a chain plan, not
+// through the leaders) either way.
+TEST(OrderedPlan, AcrossHostsThe64KiBCallKeepsTheLeadersChainWhereAHostsRanksShareCpus) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.allShm = false;
+  k.llBytes = 64 * K;
+  k.reproducible = true;
+  k.railsFit = true;
+  chorus::PlanCall call;
+  call.orderMatters = true;
+  auto plan = [&](size_t bytes, bool shared) {
+    k.hostCpusShared = shared;
+    chorus::Plan p;
+    EXPECT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, bytes, call, &p)) << bytes;
+    return p;
+  };
+  const chorus::Plan leaders = plan(64 * K, true);  // the leaders' chain
+  EXPECT_TRUE(leaders.viaLeaders);
+  EXPECT_TRUE(leaders.chain);
+  EXPECT_EQ(leaders.proto, chorus::Proto::LL);
+  const chorus::Plan rails = plan(64 * K, false);  // the rails
+  EXPECT_FALSE(rails.viaLeaders);
+  EXPECT_TRUE(rails.chain);
+  for (bool shared : {false, true}) {
+    const chorus::Plan above = plan(128 * K, shared);
+    EXPECT_FALSE(above.viaLeaders) << shared;
+    EXPECT_TRUE(above.chain) << shared;
+    EXPECT_EQ(above.proto, chorus::Proto::Simple) << shared;
+  }
+}
