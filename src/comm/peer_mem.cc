@@ -114,21 +114,6 @@ bool memFind(const void* p, size_t bytes, MemRegion* out) {
   return false;
 }
 
-namespace {
-
-// Under CHORUS_CMA_MAX=auto, where the kernel's copy takes at least this many times as long
-// as a user copy (CmaProbe::kernelSlowdown), every collective starts settled on the FIFO
-// instead of timing CMA in its first calls; CMA is still tried every 1024 calls of a size
-// (TwoWayChooser::presume). The FIFO moves a peer's bytes with two user copies, CMA with one
-// kernel copy: at 4x, CMA's one copy alone costs twice the FIFO's two. Measured: 8.2 on the
-// AMD EPYC KVM VM, where CMA calls took 1.7-2.3x the FIFO's from 32 KiB to 16 MiB and each
-// size's three first CMA tries cost a 16 MiB gather or all-gather 2-4% of a 37-call run;
-// on the Intel Xeon VM a core's copy runs at 10-19 GB/s, as slow as the kernel's, and CMA
-// won (docs/PERF.md#perf-cma-probe).
-constexpr double kCmaHopeless = 4.0;
-
-}  // namespace
-
 chorusResult_t peerMemInit(chorusComm* comm) {
   PeerMem& pm = comm->peerMem;
   const int64_t thr = paramInt(Param::SingleCopyBytes);
@@ -176,8 +161,12 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   const bool allOk = probe.works, allWanted = probe.allWanted;
   const int firstFail = probe.firstFail, err = probe.error;
   pm.cma = allOk;
-  const bool cmaSlow = pm.cma && startFromProbe && probe.kernelSlowdown >= kCmaHopeless;
-  if (cmaSlow) pm.copyPaths.presume(CopyPath::Fifo);
+  const CopyPathStart start = pm.cma && startFromProbe
+                                  ? copyPathStart(probe.kernelSlowdown, comm->maxRanksPerKernelCpu)
+                                  : CopyPathStart::Timed;
+  const bool cmaSlow = start != CopyPathStart::Timed;
+  if (start == CopyPathStart::FifoFirst) pm.copyPaths.presume(CopyPath::Fifo);
+  if (start == CopyPathStart::FifoOnly) pm.copyPaths.fix(CopyPath::Fifo);
   // The all-reduce's two ways add in different orders on 3 or more ranks (CMA: each share's
   // owner folds its own input first, then the others' in rank order; the FIFO: the plan's
   // ring, where each piece's order depends on where it starts around the ring), so a timed
@@ -192,9 +181,13 @@ chorusResult_t peerMemInit(chorusComm* comm) {
   if (cmaSlow)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: the kernel's copy took %.1fx as long as a user copy "
-                "(the least of all ranks; at least %.0fx): every collective starts on the FIFO "
-                "and tries CMA every 1024 calls of a size (CHORUS_CMA_MAX=auto)",
-                comm->rank, probe.kernelSlowdown, kCmaHopeless);
+                "(the least of all ranks; at least %.0fx): every collective %s "
+                "(CHORUS_CMA_MAX=auto)",
+                comm->rank, probe.kernelSlowdown, kCmaHopeless,
+                start == CopyPathStart::FifoOnly
+                    ? "keeps the FIFO (ranks outnumber the CPUs: a timed try would be timing "
+                      "turns on a CPU)"
+                    : "starts on the FIFO and tries CMA every 1024 calls of a size");
   if (pm.cma && pm.cmaAuto)
     CHORUS_INFO(kLogInit,
                 "rank %d: single copy: process_vm_readv works between all %d ranks; from %zu "

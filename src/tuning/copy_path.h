@@ -64,4 +64,31 @@ class CopyPathChoosers : public TwoWayChoosers<CopyPath, CopyPathUse, kCopyPathU
   CopyPathChoosers() { setWarmAfterSwitch(true); }
 };
 
+// Under CHORUS_CMA_MAX=auto, where the kernel's copy takes at least this many times as long
+// as a user copy (CmaProbe::kernelSlowdown, the least of all ranks), every collective starts
+// settled on the FIFO instead of timing CMA in its first calls; CMA is still tried every
+// 1024 calls of a size (TwoWayChooser::presume). The FIFO moves a peer's bytes with two user
+// copies, CMA with one kernel copy: at 4x, CMA's one copy alone costs twice the FIFO's two.
+// Measured: 8.2 on the AMD EPYC KVM VM, where CMA calls took 1.7-2.3x the FIFO's from 32 KiB
+// to 16 MiB and each size's three first CMA tries cost a 16 MiB gather or all-gather 2-4% of
+// a 37-call run; on the Intel Xeon VM a core's copy runs at 10-19 GB/s, as slow as the
+// kernel's, and CMA won (docs/PERF.md#perf-cma-probe).
+constexpr double kCmaHopeless = 4.0;
+
+/// How CHORUS_CMA_MAX=auto starts a communicator's copy paths: both ways timed from the
+/// first calls; settled on the FIFO with a CMA try every 1024 calls; or the FIFO only.
+enum class CopyPathStart : uint8_t { Timed, FifoFirst, FifoOnly };
+
+/// From the init probe (the kernel's copy over a user copy) and the most crowded kernel's
+/// ranks per CPU. Where the kernel's copy is hopeless and ranks outnumber the CPUs, the
+/// FIFO only: a call's time there is mostly waiting for a turn on a CPU, so a CMA try can
+/// win on a lucky turn (twice in a row) and hold a size on CMA for hundreds of calls.
+/// Measured, np 4 on 2 vCPUs of the AMD EPYC VM (docs/PERF.md#perf-crowded-cma): broadcast
+/// 32 KiB out of place 7-10 us in the launches that had switched against 2.2-2.7 us on
+/// the FIFO, scatter 128-512 KiB 1.4-1.5x slower timed; 2-32 MiB level within the noise.
+inline CopyPathStart copyPathStart(double kernelSlowdown, double ranksPerCpu) {
+  if (!(kernelSlowdown >= kCmaHopeless)) return CopyPathStart::Timed;
+  return ranksPerCpu > 1.0 ? CopyPathStart::FifoOnly : CopyPathStart::FifoFirst;
+}
+
 }  // namespace chorus

@@ -162,4 +162,26 @@ TEST(CopyPath, PresumedFifoSkipsTheFirstTriesButStillFindsAFasterCma) {
   EXPECT_EQ(std::count(after.begin(), after.end(), CopyPath::Cma), 1);
 }
 
+// CHORUS_CMA_MAX=auto's start (copyPathStart): timed where the init probe found the kernel's
+// copy within 4x of a user copy; settled on the FIFO with rare tries beyond it; the FIFO only
+// where, beyond it, the ranks outnumber the CPUs (a try would time turns on a CPU and can win
+// on a lucky one). A chooser fixed that way never runs CMA, however fast CMA's calls read.
+TEST(CopyPathStart, TheFifoOnlyWhereTheKernelsCopyIsHopelessAndRanksOutnumberTheCpus) {
+  using chorus::CopyPathStart;
+  using chorus::copyPathStart;
+  EXPECT_EQ(copyPathStart(1.2, 2.0), CopyPathStart::Timed);  // Intel VM: CMA can win
+  EXPECT_EQ(copyPathStart(3.99, 1.0), CopyPathStart::Timed);
+  EXPECT_EQ(copyPathStart(0, 2.0), CopyPathStart::Timed);        // probe not taken
+  EXPECT_EQ(copyPathStart(8.2, 1.0), CopyPathStart::FifoFirst);  // AMD VM, np 2
+  EXPECT_EQ(copyPathStart(8.2, 0.5), CopyPathStart::FifoFirst);
+  EXPECT_EQ(copyPathStart(8.2, 2.0), CopyPathStart::FifoOnly);  // AMD VM, np 4 on 2 CPUs
+  EXPECT_EQ(copyPathStart(4.0, 1.5), CopyPathStart::FifoOnly);
+
+  CopyPathChoosers chs;
+  chs.fix(CopyPath::Fifo);
+  Machine cmaWins{100e3, 50e3, 50e3};
+  const std::vector<CopyPath> ways = run(chs[CopyPathUse::Broadcast], cmaWins, 32 * 1024, 3000);
+  EXPECT_EQ(std::count(ways.begin(), ways.end(), CopyPath::Cma), 0);
+}
+
 }  // namespace
