@@ -13,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def main():
@@ -53,6 +54,7 @@ def main():
     check_auto_iterations(tool, build)
     check_windows(tool)
     check_failed_peer_sits_out(tool, build)
+    check_sigterm_stops_everything(tool, build)
 
 
 def main_table(path):
@@ -95,6 +97,67 @@ def check_windows(tool):
     check_pairs(pr)
     check_peer_table(pr)
     check_timeout_kills_everything(pr)
+
+
+def descendants(pid):
+    """pids of every process below `pid` (children, their children, ...), from /proc."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = set(), [pid]
+    while todo:
+        here = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == here]
+        found.update(kids)
+        todo += kids
+    return found
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def check_sigterm_stops_everything(tool, build):
+    """perf-rounds stopped by SIGTERM (what `timeout` sends) stops its busy processes and the
+    run in flight: both run in sessions of their own, and a timed-out sweep once left two
+    busy loops spinning beside every later measurement for minutes. Every process seen below
+    the tool while it ran must be gone after."""
+    out = tempfile.mkdtemp(prefix="perf-rounds-sigterm-")
+    p = subprocess.Popen([tool, "--np", "2", "--rounds", "200", "--load", "1", "--build", build,
+                          "--out", out, "-b", "8", "-e", "8", "-n", "2000", "-w", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen, ranks = set(), False
+    deadline = time.time() + 60
+    while time.time() < deadline and not (ranks and len(seen) >= 3):
+        below = descendants(p.pid)
+        seen |= below
+        ranks = ranks or any("perf" in open_cmdline(c) for c in below)
+        time.sleep(0.05)
+    assert seen and ranks, "perf-rounds --load 1 started no busy process or rank: %s" % seen
+    p.terminate()
+    p.wait(timeout=30)
+    time.sleep(0.5)
+    left = sorted(c for c in seen if alive(c))
+    assert not left, "left running after SIGTERM: %s" % [(c, open_cmdline(c)) for c in left]
+    print("perf-rounds SIGTERM: busy processes and the run in flight stopped (%d processes)" %
+          len(seen))
+
+
+def open_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid) as f:
+            return f.read().replace("\0", " ")
+    except OSError:
+        return ""
 
 
 def check_failed_peer_sits_out(tool, build):
