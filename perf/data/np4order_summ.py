@@ -8,7 +8,10 @@ import sys
 
 d = collections.defaultdict(dict)  # (size, pl, win) -> {round-key: {v: us}}
 for i, f in enumerate(sys.argv[1:]):
+    sitting = 0
     for line in open(f):
+        if line.startswith("## "):  # a new sitting in a combined file
+            sitting += 1
         p = line.split()
         if len(p) != 8 or line.startswith("#"):
             continue
@@ -19,7 +22,7 @@ for i, f in enumerate(sys.argv[1:]):
         win = "near" if a < 300 and b < 300 else "far" if a >= 300 and b >= 300 else "mixed"
         for pl, t in (("oop", oop), ("ip", ip)):
             for w in (win, "all"):
-                d[(int(size), pl, w)].setdefault((i, r), {})[v] = float(t)
+                d[(int(size), pl, w)].setdefault((i, sitting, r), {})[v] = float(t)
 print("%8s %3s %5s %4s %8s %8s %6s %7s" % ("bytes", "pl", "win", "n", "lo", "hi", "lo/hi", "hi won"))
 for k in sorted(d, key=lambda k: (k[1] != "oop", k[0], ["near", "far", "mixed", "all"].index(k[2]))):
     rounds = [x for x in d[k].values() if len(x) == 2]
