@@ -49,7 +49,9 @@ namespace {
 // Partners by ascending bit: the larger halves go to rank ^ 1 first. Against the highest bit
 // first (np 4 on 2 CPUs, AMD EPYC Zen 5, one sitting of 5 rounds, docs/PERF.md#perf-np4rab):
 // medians 1.1-1.2x faster at 1-4 MiB, 0.87-0.92x at 256-512 KiB, where single rounds
-// spread more than that either way.
+// spread more than that either way. Four more sittings (docs/PERF.md#perf-np4order): level
+// where the vCPUs sat near (0.94-0.99x), the highest first faster at 128-512 KiB where far
+// (1.05-1.28x medians) but in only about half of the rounds; no size rule won robustly.
 constexpr bool kLowBitFirst = true;
 
 struct Range {
