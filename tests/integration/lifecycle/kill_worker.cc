@@ -31,12 +31,29 @@
 
 namespace {
 
-int failed(chorusComm_t comm, int rank, chorusResult_t r, double took) {
+int failed(chorusComm_t comm, int rank, chorusResult_t r,
+           std::chrono::steady_clock::time_point start) {
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("rank %d: ERROR %s after %.2f s: %s\n", rank, chorusGetErrorString(r), took,
               chorusGetLastError(comm));
   std::fflush(stdout);
   chorusCommAbort(comm);
   return 3;
+}
+
+// One iteration checked: say so (the test counts these lines), then the pause asked for.
+void iterationOk(int rank, long it, long sleepMs) {
+  std::printf("rank %d: iter %ld ok\n", rank, it);
+  std::fflush(stdout);
+  if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+}
+
+// Every iteration ran: destroy the communicator and say so.
+int done(chorusComm_t comm, int rank) {
+  chorusCommDestroy(comm);
+  std::printf("rank %d: DONE\n", rank);
+  return 0;
 }
 
 // --registered 1: every rank's block is rank + 1 everywhere; the output is checked at each
@@ -58,26 +75,19 @@ int allGatherLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, 
     fout[0] = fout[count * n - 1] = -1;
     const auto start = std::chrono::steady_clock::now();
     chorusResult_t r = chorusAllGather(in, out, count, chorusFloat32, comm, nullptr);
-    if (r != chorusSuccess)
-      return failed(
-          comm, rank, r,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (r != chorusSuccess) return failed(comm, rank, r, start);
     for (int b = 0; b < n; ++b)
       if (fout[b * count] != b + 1 || fout[(b + 1) * count - 1] != b + 1) {
         std::printf("rank %d: WRONG at iter %ld in block %d\n", rank, it, b);
         return 1;
       }
-    std::printf("rank %d: iter %ld ok\n", rank, it);
-    std::fflush(stdout);
-    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+    iterationOk(rank, it, sleepMs);
   }
   chorusCommDeregister(comm, hin);
   chorusCommDeregister(comm, hout);
   chorusMemFree(in);
   chorusMemFree(out);
-  chorusCommDestroy(comm);
-  std::printf("rank %d: DONE\n", rank);
-  return 0;
+  return done(comm, rank);
 }
 
 // --coll gather | scatter: rank 0 is the root; block b holds b + 1 + iteration.
@@ -96,10 +106,7 @@ int rootedLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, lon
     chorusResult_t r =
         gather ? chorusGather(mine.data(), all.data(), count, chorusFloat32, 0, comm, nullptr)
                : chorusScatter(all.data(), mine.data(), count, chorusFloat32, 0, comm, nullptr);
-    if (r != chorusSuccess)
-      return failed(
-          comm, rank, r,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (r != chorusSuccess) return failed(comm, rank, r, start);
     bool ok = true;
     if (!gather)
       ok = mine.front() == base + static_cast<float>(rank + 1) && mine.back() == mine.front();
@@ -111,13 +118,9 @@ int rootedLoop(chorusComm_t comm, int rank, int n, size_t bytes, long iters, lon
       std::printf("rank %d: WRONG at iter %ld\n", rank, it);
       return 1;
     }
-    std::printf("rank %d: iter %ld ok\n", rank, it);
-    std::fflush(stdout);
-    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+    iterationOk(rank, it, sleepMs);
   }
-  chorusCommDestroy(comm);
-  std::printf("rank %d: DONE\n", rank);
-  return 0;
+  return done(comm, rank);
 }
 
 // --coll broadcast: rank 0 is the root; every element holds 1 + iteration.
@@ -129,21 +132,14 @@ int broadcastLoop(chorusComm_t comm, int rank, size_t bytes, long iters, long sl
     const auto start = std::chrono::steady_clock::now();
     chorusResult_t r =
         chorusBroadcast(buf.data(), buf.data(), buf.size(), chorusFloat32, 0, comm, nullptr);
-    if (r != chorusSuccess)
-      return failed(
-          comm, rank, r,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (r != chorusSuccess) return failed(comm, rank, r, start);
     if (buf.front() != want || buf.back() != want || buf[buf.size() / 2] != want) {
       std::printf("rank %d: WRONG at iter %ld\n", rank, it);
       return 1;
     }
-    std::printf("rank %d: iter %ld ok\n", rank, it);
-    std::fflush(stdout);
-    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+    iterationOk(rank, it, sleepMs);
   }
-  chorusCommDestroy(comm);
-  std::printf("rank %d: DONE\n", rank);
-  return 0;
+  return done(comm, rank);
 }
 
 }  // namespace
@@ -208,9 +204,7 @@ int main(int argc, char** argv) {
                   want);
       return 1;
     }
-    std::printf("rank %d: iter %ld ok\n", rank, it);
-    std::fflush(stdout);
-    if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
+    iterationOk(rank, it, sleepMs);
   }
   if (chorusCommDestroy(comm) != chorusSuccess) {
     std::printf("rank %d: DESTROY-FAILED: %s\n", rank, chorusGetLastError(nullptr));
