@@ -933,6 +933,18 @@ TEST(TuningModel, SharedKernelTcpReduceScatterAndAllGatherHalve) {
   }
 }
 
+// Four ranks on two hosts in reproducible mode, shared memory not joining every pair.
+chorus::PlanKnobs reproducibleAcrossHosts() {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.allShm = false;
+  k.llBytes = 64 * K;
+  k.reproducible = true;
+  return k;
+}
+
 }  // namespace
 
 // Reproducible all-reduce across hosts (orderedPlan, shared memory not joining every pair):
@@ -941,12 +953,7 @@ TEST(TuningModel, SharedKernelTcpReduceScatterAndAllGatherHalve) {
 // the rails or the rank chain (a chain plan, not through the leaders), whatever the layout.
 TEST(OrderedPlan, AcrossHostsThe64KiBCallTakesTheRailsWhereTheyFit) {
   const size_t K = 1024;
-  chorus::PlanKnobs k;
-  k.nranks = 4;
-  k.slotBytes = 512 * K;
-  k.allShm = false;
-  k.llBytes = 64 * K;
-  k.reproducible = true;
+  chorus::PlanKnobs k = reproducibleAcrossHosts();
   chorus::PlanCall call;
   call.orderMatters = true;
   auto plan = [&](size_t bytes, bool railsFit) {
@@ -977,12 +984,7 @@ TEST(OrderedPlan, AcrossHostsThe64KiBCallTakesTheRailsWhereTheyFit) {
 // through the leaders) either way.
 TEST(OrderedPlan, AcrossHostsThe64KiBCallKeepsTheLeadersChainWhereAHostsRanksShareCpus) {
   const size_t K = 1024;
-  chorus::PlanKnobs k;
-  k.nranks = 4;
-  k.slotBytes = 512 * K;
-  k.allShm = false;
-  k.llBytes = 64 * K;
-  k.reproducible = true;
+  chorus::PlanKnobs k = reproducibleAcrossHosts();
   k.railsFit = true;
   chorus::PlanCall call;
   call.orderMatters = true;
