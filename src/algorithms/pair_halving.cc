@@ -107,6 +107,10 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
   const unsigned outFlags = plan.streaming ? kernels::kStreaming : 0u;
   auto at = [elem](size_t e) { return e * elem; };
 
+  // The all-gather's first step's cell of the next pair and its exchange (filled by the
+  // reduce-scatter's last step, before it posts).
+  char* firstNext = nullptr;
+  uint64_t firstXn = 0;
   // Reduce-scatter. Step 0's half to give, pre-multiplied where the op says so.
   uint64_t x = cells[0]->nextExchange();
   {
@@ -141,6 +145,21 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
       char* cell = cells[k]->own(x);
       kernels::reduce(spec, cell, peer, local + at(keep.lo), keep.size(),
                       pre | kernels::kApplyPost);
+      // The result out of the cell (to the output, and to the next pair's cell for the
+      // all-gather's first step) before the post: once posted, the partner may rewrite this
+      // cell as soon as it reads it (its next exchange on this pair, which follows its
+      // exchanges with its other partners, maybe the next call's), so this rank must not
+      // read its own cell after the post. (Read after it, the partner's next call could
+      // land first: determinism_np4 saw ranks 2 and 3 get other bits, 2 runs in 25.)
+      const Range parent = st.parent[k];
+      if (k > 0) {
+        firstXn = cells[k - 1]->nextExchange();
+        firstNext = cells[k - 1]->own(firstXn);
+        kernels::reduceCopy(spec, firstNext + at(keep.lo - parent.lo), out + at(keep.lo), nullptr,
+                            cell, keep.size(), outFlags);
+      } else {
+        kernels::copy(out + at(keep.lo), cell, at(keep.size()), plan.streaming);
+      }
       cells[k]->post(x);
     }
   }
@@ -156,16 +175,9 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
     char* next = nullptr;
     uint64_t xn = 0;
     if (s == m - 1) {
-      // Our own result out of the cell: to the output, and to the next pair's cell.
-      const char* mine = cells[k]->own(x);
-      if (s > 0) {
-        xn = cells[k - 1]->nextExchange();
-        next = cells[k - 1]->own(xn);
-        kernels::reduceCopy(spec, next + at(held.lo - parent.lo), out + at(held.lo), nullptr, mine,
-                            held.size(), outFlags);
-      } else {
-        kernels::copy(out + at(held.lo), mine, at(held.size()), plan.streaming);
-      }
+      // Our own result is already in the output and the next pair's cell (above).
+      next = firstNext;
+      xn = firstXn;
     } else if (s > 0) {
       xn = cells[k - 1]->nextExchange();
       next = cells[k - 1]->own(xn);
