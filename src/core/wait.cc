@@ -76,6 +76,17 @@ bool cpusCrowded(int64_t now) {
   return c.crowded = runnable >= 0 && runnable > c.cpus;
 }
 
+// Moves the calling thread to CPU `to` now (pinned there for an instant), then gives it back
+// its `allowed` mask: the kernel leaves it where it is until it balances again.
+bool stepTo(int to, const cpu_set_t& allowed) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(to, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
+  sched_setaffinity(0, sizeof(allowed), &allowed);
+  return true;
+}
+
 bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
   if (now - policy->lastUnstackNs.load(std::memory_order_relaxed) < kUnstackGapNs) return false;
   policy->lastUnstackNs.store(now, std::memory_order_relaxed);
@@ -88,12 +99,7 @@ bool moveOffPeersCpu(WaitPolicy* policy, int here, int64_t now) {
     const int c = (here + k) % CPU_SETSIZE;
     if (CPU_ISSET(c, &allowed)) to = c;
   }
-  if (to < 0 || to == here) return false;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(to, &one);
-  if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
-  sched_setaffinity(0, sizeof(allowed), &allowed);
+  if (to < 0 || to == here || !stepTo(to, allowed)) return false;
   policy->unstacks.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -133,11 +139,7 @@ bool balanceCrowdedCpus(WaitPolicy* policy, int here, int64_t now) {
   }
   if (to < 0) return false;
   policy->lastUnstackNs.store(now, std::memory_order_relaxed);
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(to, &one);
-  if (sched_setaffinity(0, sizeof(one), &one) != 0) return false;
-  sched_setaffinity(0, sizeof(allowed), &allowed);
+  if (!stepTo(to, allowed)) return false;
   policy->rebalances.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
