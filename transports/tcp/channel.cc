@@ -185,7 +185,7 @@ Recv recvTwo(int fd, char* a, size_t na, char* b, size_t nb, size_t* got) {
 //
 // Headers and what the stage read ahead come out of the socket's stage; the rest of a
 // payload is read straight into its slot, by a readv that reads ahead into the stage too
-// (aheadBytes). A read that returned less than it asked for left the socket empty: the loop stops
+// (aheadAfter). A read that returned less than it asked for left the socket empty: the loop stops
 // there instead of paying a recv to learn so (the next poll, or the level-triggered epoll watch,
 // finds whatever comes later).
 bool RecvChannel::readSock(int s, Sock& k) {
@@ -196,7 +196,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
   auto refill = [&]() {
     if (emptied) return Recv::kWouldBlock;
     size_t got = 0;
-    const size_t ahead = aheadBytes(k);
+    const size_t ahead = aheadAfter(k.lastLen);
     const Recv r = recvSome(k.fd.get(), k.stage.get(), ahead, &got);
     k.stageBeg = 0;
     k.stageEnd = got;
@@ -271,7 +271,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
       // stage, so a stream of messages costs a read per batch, not two per message.
       if (emptied) return true;
       const size_t rest = k.hdr.len - k.dataDone;
-      const size_t ahead = k.hdr.len < kStageBytes ? kStageBytes : kSmallAheadBytes;
+      const size_t ahead = aheadAfter(k.hdr.len);
       size_t n = 0;
       const Recv got = recvTwo(k.fd.get(), dst + k.dataDone, rest, k.stage.get(), ahead, &n);
       if (got == Recv::kGot) {

@@ -170,8 +170,8 @@ struct RecvChannel : Channel {
   /// otherwise be copied through the stage instead of read into its slot.
   static constexpr size_t kStageBytes = 65536;
   static constexpr size_t kSmallAheadBytes = 4096;
-  size_t aheadBytes(const Sock& k) const {
-    return k.lastLen < kStageBytes ? kStageBytes : kSmallAheadBytes;
+  static size_t aheadAfter(size_t stripeLen) {
+    return stripeLen < kStageBytes ? kStageBytes : kSmallAheadBytes;
   }
   std::vector<Sock> socks;  // kMaxSocks entries filled by hello index, then kPairLane
   struct SlotState {
