@@ -237,7 +237,7 @@ chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& 
     case Coll::AllReduce:
       if (plan.viaLeaders) return orderedAllReduceLeaders(comm, a, plan, p);  // ordered_hosts.cc
       if (plan.chain) {
-        if (const int k = orderedRailsWidth(comm))
+        if (const int k = comm->tuning.railsWidth)
           return orderedAllReduceRails(comm, a, plan, p, k);  // ordered_rails.cc
         return orderedAllReduceChain(comm, a, plan, p);
       }

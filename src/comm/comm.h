@@ -81,9 +81,13 @@ struct CommTuning {
   /// (src/tuning/cache_pieces.h)
   size_t l2Bytes = 0;
   size_t tcpPieceMin = 0;  // CHORUS_TCP_PIECE_MIN (0: one piece per half, as over shm)
-  int spin;                // polls before the first clock read (0 where ranks outnumber cores)
-  std::string algo;        // CHORUS_ALGO
-  std::string proto;       // CHORUS_PROTO
+  /// The layout, fixed at init (commTuningInit) instead of worked out from the peers at
+  /// every plan: orderedRailsWidth, and whether some host's ranks share CPUs.
+  int railsWidth = 0;
+  bool hostCpusShared = false;
+  int spin;           // polls before the first clock read (0 where ranks outnumber cores)
+  std::string algo;   // CHORUS_ALGO
+  std::string proto;  // CHORUS_PROTO
   /// CHORUS_REPRODUCIBLE / chorusConfig_t::reproducible: float reductions add in rank order
   bool reproducible = false;
 };

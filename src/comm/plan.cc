@@ -99,15 +99,18 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.cmaLimit = pm.cmaLimit;
   k.reproducible = t.reproducible;
   k.crowded = comm->maxRanksPerKernelCpu > 1.0;
-  k.railsFit = orderedRailsWidth(comm) != 0;
-  k.hostCpusShared = hostCpusShared(comm);
+  k.railsFit = t.railsWidth != 0;
+  k.hostCpusShared = t.hostCpusShared;
   return k;
 }
 
 }  // namespace
 
 void commTuningInit(chorusComm* comm) {
-  if (comm && comm->nranks > 1) (void)tables(comm);
+  if (comm == nullptr) return;
+  comm->tuning.railsWidth = orderedRailsWidth(comm);
+  comm->tuning.hostCpusShared = hostCpusShared(comm);
+  if (comm->nranks > 1) (void)tables(comm);
 }
 
 Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& call) {
