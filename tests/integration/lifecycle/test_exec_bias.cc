@@ -118,12 +118,15 @@ TEST(ExecBias, AStreamsWorkerRevokesIt) {
 
 // Rank 0's owner thread starts a call that rank 1 joins only 300 ms later; meanwhile the
 // main thread takes rank 0's exec lock (the plan hook). It must revoke the bias and wait
-// until the owner's call has ended: the record it reads is that call's.
+// until the owner's call has ended: the record it reads is that call's. The owner's call
+// cannot end before rank 1 has entered its own, so the lock must come after lateEntered;
+// a flag the owner sets after its call returns would race the lock's hand-over (the mutex
+// is free before the owner's thread runs on: CI saw that with CHORUS_ASYM_FENCE=0).
 TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
   const int n = 2;
   auto comms = initThreadRanks(n, 60);
   std::atomic<int> warm{0};
-  std::atomic<bool> ownerDone{false};
+  std::atomic<bool> lateEntered{false};
   std::thread owner([&] {
     sumCalls(0, comms[0], n, 3);
     expectOwnBias(comms[0]);
@@ -132,7 +135,6 @@ TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
     EXPECT_EQ(chorusAllReduce(in.data(), out.data(), in.size(), chorusInt32, chorusSum, comms[0],
                               nullptr),
               chorusSuccess);
-    ownerDone = true;
     for (int v : out) EXPECT_EQ(v, 3);
   });
   std::thread late([&] {
@@ -140,6 +142,7 @@ TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
     warm.fetch_add(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     std::vector<int> in(64, 2), out(64);
+    lateEntered = true;
     EXPECT_EQ(chorusAllReduce(in.data(), out.data(), in.size(), chorusInt32, chorusSum, comms[1],
                               nullptr),
               chorusSuccess);
@@ -148,7 +151,7 @@ TEST(ExecBias, ALockFromAnotherThreadWaitsForTheOwnersCall) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the owner's 4th call waits
   chorusTestPlanRecord rec{};
   ASSERT_EQ(chorusTestLastPlan(comms[0], &rec), chorusSuccess);  // lockExec: revokes, waits
-  EXPECT_TRUE(ownerDone.load()) << "took the lock while the owner's call ran";
+  EXPECT_TRUE(lateEntered.load()) << "took the lock while the owner's call ran";
   EXPECT_EQ(rec.seq, 4u);
   owner.join();
   late.join();
