@@ -76,15 +76,28 @@ void publishLater(Waiting* w, int ms) {
   ringDoorbell(&w->bell);
 }
 
-// The writer for a wait that should go to sleep: publish once the waiter sleeps on its
-// doorbell (or after maxMs, if it never does), so the outcome does not hang on how much CPU a
-// loaded machine lets the waiter have in a fixed time.
-void publishOnceAsleep(Waiting* w, int maxMs) {
+// The writer for a wait that should do something first (go to sleep, step to another CPU):
+// publish once it has (or after maxMs, if it never does), so the outcome does not hang on how
+// much CPU a loaded machine lets the waiter have in a fixed time. A writer that published
+// after a fixed pause found the waiter not yet waiting when a loaded machine (or TSan) held
+// it back that long; and a fixed 50 ms ends just as a sleeper's fifth 10 ms futex slice does,
+// when it is awake and counted out of the doorbell's sleepers, so the ring found nobody to
+// wake (1 run in 300 beside two busy loops: "the writer stamped its ring" failed).
+template <typename Done>
+void publishOnce(Waiting* w, int maxMs, Done done) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(maxMs);
-  while (w->bell.sleepers.load() == 0 && std::chrono::steady_clock::now() < until)
+  while (!done() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   w->flag.store(1, std::memory_order_release);
   ringDoorbell(&w->bell);
+}
+
+void publishOnceAsleep(Waiting* w, int maxMs) {
+  publishOnce(w, maxMs, [w] { return w->bell.sleepers.load() != 0; });
+}
+
+void publishOnceStepped(Waiting* w, int maxMs) {
+  publishOnce(w, maxMs, [w] { return w->policy.unstacks.load() != 0; });
 }
 
 // More runnable threads than CPUs: `count` threads that spin until stop() (or the end of
@@ -112,7 +125,7 @@ class SpinningHogs {
 TEST(WaitUntil, SleeperIsWokenByTheWritersDoorbell) {
   Waiting w;
   w.policy.configure(0, 0, 0, false);  // no spinning: sleep at once
-  std::thread writer(publishLater, &w, 50);
+  std::thread writer(publishOnceAsleep, &w, 10000);
   chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
                                w.ctx(20000000000), &w.bell, 0, &w.peerBell);
   writer.join();
@@ -134,7 +147,7 @@ TEST(WaitUntil, PeerQueuedOnThisCpuMakesTheWaiterSleepAtOnce) {
   Waiting w;
   w.policy.configure(60000000000, 60000000000, 60000000000, false);  // would spin a minute
   w.peerBell.cpuPlusOne.store(sched_getcpu() + 1);
-  std::thread writer(publishLater, &w, 50);
+  std::thread writer(publishOnceAsleep, &w, 10000);
   chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
                                w.ctx(20000000000), &w.bell, 0, &w.peerBell);
   writer.join();
@@ -163,7 +176,7 @@ TEST(WaitUntil, UnstackingStepsToAnotherCpuAndKeepsTheMask) {
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
-  std::thread writer(publishLater, &w, 50);
+  std::thread writer(publishOnceStepped, &w, 10000);
   chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
                                w.ctx(20000000000), &w.bell, 0, &w.peerBell);
   const auto waitedMs =
@@ -173,8 +186,8 @@ TEST(WaitUntil, UnstackingStepsToAnotherCpuAndKeepsTheMask) {
   stop.store(true);
   peer.join();
   EXPECT_EQ(r, chorusSuccess);
-  // One step, then at most one more per 100 ms gap (the wait lasts ~50 ms unless the
-  // machine stalls the threads).
+  // One step, then at most one more per 100 ms gap (the writer publishes once the first
+  // step is made).
   EXPECT_GE(w.policy.unstacks.load(), 1u) << "it stepped off the peer's CPU";
   EXPECT_LE(w.policy.unstacks.load(), 1u + static_cast<unsigned>(waitedMs / 100))
       << "steps kept the 100 ms gap (waited " << waitedMs << " ms)";
@@ -259,7 +272,9 @@ TEST(WaitUntil, CrowdedCpusMakeAStreamWorkerSleepAtOnce) {
       Waiting w;
       w.policy.configure(60000000000, 60000000000, 60000000000, true);  // would spin a minute
       w.peerBell.cpuPlusOne.store(100000);  // the peer waits on another CPU
-      std::thread writer(publishLater, &w, 40);
+      // Capped, it should sleep: publish once it does (at most 10 s); uncapped, it spins.
+      const bool capped = cap == kSpinCapWhenCrowded;
+      std::thread writer(capped ? publishOnceAsleep : publishLater, &w, capped ? 10000 : 40);
       chorusResult_t r = waitUntil([&] { return w.flag.load(std::memory_order_acquire) == 1; },
                                    w.ctx(20000000000), &w.bell, 0, &w.peerBell);
       writer.join();
