@@ -4,6 +4,7 @@
 // split + destroy, and no segment left in /dev/shm.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,11 +20,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// This process's segments in /dev/shm: the shm transport names each after the process that
+// made it ("chorus-...-p<pid>"), and the ranks here are all threads of this process. Every
+// "chorus" name also counted those of other jobs (a test meson runs beside this one, another
+// user of the machine), which may make or unlink theirs between two counts.
 int countChorusShm() {
+  const std::string ours = "-p" + std::to_string(getpid());
   int n = 0;
   if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::strstr(e->d_name, "chorus")) ++n;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.find("chorus") != std::string::npos && name.size() > ours.size() &&
+          name.compare(name.size() - ours.size(), ours.size(), ours) == 0)
+        ++n;
+    }
     closedir(d);
   }
   return n;
