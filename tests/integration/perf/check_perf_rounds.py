@@ -187,19 +187,28 @@ def open_cmdline(pid):
 
 
 def check_failed_peer_sits_out(tool, build):
-    """A peer whose run fails sits out the rest of that collective: Chorus's rounds go on and
-    are tabled, the peer is not run again (before, one failed peer run threw every round
-    away). Open MPI is made to fail by a stand-in for its run_one; Chorus runs for real."""
+    """A peer whose run fails sits out the rest of that collective, the re-run of its own pair
+    included: Chorus's rounds go on and are tabled, the peer is not run again (before, one
+    failed peer run threw every round away). Open MPI is made to fail by a stand-in for its
+    run_one; Chorus runs for real. The round-trip probe is a stand-in too: it reads a window
+    change within round 1's pair (its second reading only), so that pair runs twice, every
+    time; the real probe made that happen at random on a loaded machine, and the failed peer
+    was run again in the re-run."""
     from importlib.machinery import SourceFileLoader
     pr = SourceFileLoader("perf_rounds_sitout", tool).load_module()
-    real, tried = pr.pc.run_one, []
+    real, tried, probes = pr.pc.run_one, [], []
 
     def failing_mpi(launcher, lib, *rest):
         tried.append(lib)
         if lib == "mpi":
             raise pr.pc.Failed("mpi made to fail by the test")
         return real(launcher, lib, *rest)
+
+    def probe(build):
+        probes.append(build)
+        return 1000 if len(probes) == 2 else 100
     pr.pc.run_one = failing_mpi
+    pr.pingpong_ns = probe
     out = tempfile.mkdtemp(prefix="perf-rounds-sitout-")
     try:
         status = pr.main(["--np", "2", "--rounds", "3", "--build", build, "--out", out,
@@ -207,7 +216,8 @@ def check_failed_peer_sits_out(tool, build):
     finally:
         pr.pc.run_one = real
     assert status == 0, status
-    assert tried.count("mpi") == 1 and tried.count("chorus") == 3, tried
+    # Round 1: Chorus, Open MPI (fails), and the pair again (Chorus alone); rounds 2 and 3.
+    assert tried == ["chorus", "mpi", "chorus", "chorus", "chorus"], tried
     rows = list(csv.DictReader(open(os.path.join(out, "rounds.csv"))))
     seen = sorted((r["library"], r["round"], int(r["size"])) for r in rows)
     assert seen == [("Chorus", str(r), s) for r in (1, 2, 3) for s in (8, 64)], seen
