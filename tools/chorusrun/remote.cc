@@ -88,7 +88,8 @@ std::string remoteCommand(const std::string& wdir, const std::vector<std::string
   for (const std::string& w : binder.words) bound += " " + shellQuote(w);
   bound += commandPart;
   const std::string test = "[ -x " + shellQuote(binder.words[0]) + " ]";
-  const std::string note = "echo " + shellQuote(binder.missing) + " >&2";
+  // printf, not echo: some shells' echo reads backslashes in the path as escapes.
+  const std::string note = "printf '%s\\n' " + shellQuote(binder.missing) + " >&2";
   if (binder.required) return s + test + " || { " + note + "; exit 127; }; " + bound;
   return s + test + " && " + bound + "; " + note + "; " + envPart + commandPart;
 }

@@ -25,8 +25,8 @@ struct RemoteBinder {
 //   cd WDIR || exit 1; exec env VAR=VALUE... CMD ARGS...
 // with every word quoted by shellQuote. `env` holds "NAME=VALUE" entries. With a binder:
 //   cd WDIR || exit 1; [ -x BINDER ] && exec env VAR=VALUE... BINDER... CMD ARGS...;
-//   echo MISSING >&2; exec env VAR=VALUE... CMD ARGS...
-// (required: `[ -x BINDER ] || { echo MISSING >&2; exit 127; }; exec env ... BINDER... CMD`).
+//   printf '%s\n' MISSING >&2; exec env VAR=VALUE... CMD ARGS...
+// (required: `[ -x BINDER ] || { printf ... >&2; exit 127; }; exec env ... BINDER... CMD`).
 std::string remoteCommand(const std::string& wdir, const std::vector<std::string>& env,
                           const std::vector<std::string>& command,
                           const RemoteBinder& binder = RemoteBinder());
