@@ -34,10 +34,17 @@ bool parseBindMode(const std::string& text, BindMode* mode) {
   return true;
 }
 
+bool mayBind(BindMode mode, int localSize) {
+  // A lone rank per host: binding it buys nothing (no rank of its job shares its host; 4 x 1
+  // with and without host 0's rank bound ran the same times, docs/PERF.md), and where
+  // several namespaced hosts share one kernel's CPUs every host would put its rank on core 0.
+  return mode != BindMode::kNone && localSize > 0 && !(mode == BindMode::kAuto && localSize == 1);
+}
+
 std::vector<cpu_set_t> planBinding(int localSize, BindMode mode, std::string* note,
                                    const std::string& sysRoot) {
   std::vector<cpu_set_t> out;
-  if (mode == BindMode::kNone || localSize <= 0) return out;
+  if (!mayBind(mode, localSize)) return out;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {

@@ -53,6 +53,7 @@
 
 #include "src/bootstrap/launcher.h"
 #include "tools/chorusrun/binding.h"
+#include "tools/chorusrun/bound_exec.h"
 #include "tools/chorusrun/hosts.h"
 #include "tools/chorusrun/options.h"
 #include "tools/chorusrun/output.h"
@@ -207,7 +208,8 @@ class Launcher {
   bool startRoot(std::vector<EnvSetting>* settings);
   [[noreturn]] void childAfterFork(Rank* r, int outW, int errW, int statusW, char** envp,
                                    char** argv);
-  std::string who(const Rank& r) const;  // "rank 3 on host" (host jobs) / "rank 3"
+  std::string who(const Rank& r) const;            // "rank 3 on host" (host jobs) / "rank 3"
+  RemoteBinder remoteBinder(const Rank& r) const;  // --bind-to for a remote rank
   void eventLoop();
   void handleSignals();
   void checkChildren();
@@ -228,6 +230,7 @@ class Launcher {
   // per-rank variables), the remote working directory, and the host names.
   std::vector<std::string> remoteEnv_;
   std::string remoteWdir_;
+  std::string selfExe_;  // chorusrun's path, which binds remote ranks (bound_exec.h)
   Sink outSink_{STDOUT_FILENO, false};
   Sink errSink_{STDERR_FILENO, false};
 
@@ -401,6 +404,14 @@ bool Launcher::setup() {
     for (Rank& rk : ranks_)
       if (!rk.remote) rk.cpuSlot = slot++;
   }
+  // The other hosts' ranks bind themselves there, through chorusrun at the same path.
+  if (opts_.anyRemote() && opts_.bindTo != BindMode::kNone) {
+    selfExe_ = selfExecutable();
+    if (selfExe_.empty())
+      message(
+          "cannot find chorusrun's own executable (/proc/self/exe): remote ranks run "
+          "unbound");
+  }
   if (opts_.timeoutSeconds > 0) {
     jobDeadlineMs_ = nowMs() + static_cast<int64_t>(std::ceil(opts_.timeoutSeconds * 1000.0));
   }
@@ -453,6 +464,19 @@ bool Launcher::startRoot(std::vector<EnvSetting>* settings) {
   settings->push_back({"CHORUS_INIT", "tcp://" + ra.urlHost + ":" + std::to_string(port)});
   settings->push_back({"CHORUS_INIT_SERVED", "1"});
   return true;
+}
+
+RemoteBinder Launcher::remoteBinder(const Rank& r) const {
+  RemoteBinder b;
+  const int localSize = opts_.localSizes[static_cast<size_t>(r.host)];
+  if (selfExe_.empty() || !mayBind(opts_.bindTo, localSize)) return b;
+  b.words = boundExecWords(selfExe_, opts_.bindTo,
+                           opts_.placements[static_cast<size_t>(r.rank)].localRank, localSize);
+  b.required = opts_.bindTo == BindMode::kCore;
+  b.missing =
+      "chorusrun: " + who(r) + ": no " + selfExe_ + " there to bind it with" +
+      (b.required ? " (--bind-to core; --bind-to none starts ranks unbound)" : "; it runs unbound");
+  return b;
 }
 
 std::string Launcher::who(const Rank& r) const {
@@ -525,7 +549,7 @@ bool Launcher::startRank(Rank* r) {
     env.insert(env.end(), rankEnv_[r->rank].begin(), rankEnv_[r->rank].end());
     agentWords = opts_.launchAgent;
     agentWords.push_back(opts_.hosts[r->host].name);
-    agentWords.push_back(remoteCommand(remoteWdir_, env, opts_.command));
+    agentWords.push_back(remoteCommand(remoteWdir_, env, opts_.command, remoteBinder(*r)));
   }
   std::vector<char*> argv;
   for (std::string& s : r->remote ? agentWords : opts_.command) argv.push_back(&s[0]);
@@ -927,6 +951,9 @@ int Launcher::run() {
 int main(int argc, char** argv) {
   using namespace chorusrun;
   ensureStdFds();
+  // On a remote host, for a rank of a job started elsewhere: bind, then exec the rank.
+  if (argc > 1 && std::strcmp(argv[1], kBoundExecFlag) == 0)
+    return boundExecMain(argc - 2, argv + 2);
   Options opts;
   ParseResult pr = parseOptions(argc, argv, &opts);
   switch (pr.status) {

@@ -72,17 +72,26 @@ std::string shellQuote(const std::string& word) {
 }
 
 std::string remoteCommand(const std::string& wdir, const std::vector<std::string>& env,
-                          const std::vector<std::string>& command) {
+                          const std::vector<std::string>& command, const RemoteBinder& binder) {
   std::string s;
   if (!wdir.empty()) {
     // A relative directory starting with '-' must not look like an option to cd.
     std::string dir = wdir[0] == '-' ? "./" + wdir : wdir;
     s += "cd " + shellQuote(dir) + " || exit 1; ";
   }
-  s += "exec env";
-  for (const std::string& e : env) s += " " + shellQuote(e);
-  for (const std::string& w : command) s += " " + shellQuote(w);
-  return s;
+  std::string envPart = "exec env";
+  for (const std::string& e : env) envPart += " " + shellQuote(e);
+  std::string commandPart;
+  for (const std::string& w : command) commandPart += " " + shellQuote(w);
+  if (binder.words.empty()) return s + envPart + commandPart;
+  std::string bound = envPart;
+  for (const std::string& w : binder.words) bound += " " + shellQuote(w);
+  bound += commandPart;
+  const std::string test = "[ -x " + shellQuote(binder.words[0]) + " ]";
+  // printf, not echo: some shells' echo reads backslashes in the path as escapes.
+  const std::string note = "printf '%s\\n' " + shellQuote(binder.missing) + " >&2";
+  if (binder.required) return s + test + " || { " + note + "; exit 127; }; " + bound;
+  return s + test + " && " + bound + "; " + note + "; " + envPart + commandPart;
 }
 
 bool rendezvousFromText(const std::string& text, RendezvousAddr* out, std::string* err) {

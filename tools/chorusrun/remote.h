@@ -11,11 +11,25 @@ namespace chorusrun {
 // returned as they are, anything else in single quotes (a ' inside becomes '\'').
 std::string shellQuote(const std::string& word);
 
+// How a remote rank is bound (bound_exec.h): `words` run before the command (chorusrun's
+// path, then its --bound-exec words); where the remote host has no executable at words[0],
+// `required` fails the rank (status 127) with `missing` on its stderr, otherwise the rank
+// runs unbound after that note. Empty words: no binding.
+struct RemoteBinder {
+  std::vector<std::string> words;
+  bool required = false;
+  std::string missing;
+};
+
 // The string a launch agent hands to `sh -c` on the remote host:
 //   cd WDIR || exit 1; exec env VAR=VALUE... CMD ARGS...
-// with every word quoted by shellQuote. `env` holds "NAME=VALUE" entries.
+// with every word quoted by shellQuote. `env` holds "NAME=VALUE" entries. With a binder:
+//   cd WDIR || exit 1; [ -x BINDER ] && exec env VAR=VALUE... BINDER... CMD ARGS...;
+//   printf '%s\n' MISSING >&2; exec env VAR=VALUE... CMD ARGS...
+// (required: `[ -x BINDER ] || { printf ... >&2; exit 127; }; exec env ... BINDER... CMD`).
 std::string remoteCommand(const std::string& wdir, const std::vector<std::string>& env,
-                          const std::vector<std::string>& command);
+                          const std::vector<std::string>& command,
+                          const RemoteBinder& binder = RemoteBinder());
 
 // A rendezvous address: the text for the URL (IPv6 in brackets), the address
 // family, and whether it is a loopback address.

@@ -55,12 +55,22 @@ def run(args):
 class BindingTest(unittest.TestCase):
     def test_auto_binds_each_rank_to_its_own_core(self):
         cs = cores()
-        np_ = min(2, len(cs))
-        rc, sets, err = run(["-np", str(np_)])
+        rc, sets, err = run(["-np", "2"])
         self.assertEqual(rc, 0, err)
-        self.assertEqual(sorted(sets), list(range(np_)))
-        for r in range(np_):
-            self.assertEqual(sets[r], cs[r], "local rank %d gets core %d's CPUs" % (r, r))
+        self.assertEqual(sorted(sets), [0, 1])
+        for r in range(2):  # (one core: more ranks than cores, unbound)
+            want = cs[r] if len(cs) >= 2 else set(os.sched_getaffinity(0))
+            self.assertEqual(sets[r], want, "local rank %d gets core %d's CPUs" % (r, r))
+
+    def test_auto_leaves_a_lone_rank_unbound(self):
+        # No rank of its job to collide with; namespaced hosts on one kernel would all bind
+        # theirs to core 0 (tests/multinode/binding_hosts.py checks the hosts).
+        rc, sets, err = run(["-np", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sets, {0: set(os.sched_getaffinity(0))})
+        rc, sets, err = run(["--bind-to", "core", "-np", "1"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sets, {0: cores()[0]}, "asked for, a lone rank is bound")
 
     def test_core_gives_disjoint_cores_to_every_rank(self):
         cs = cores()

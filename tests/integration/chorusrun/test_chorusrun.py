@@ -617,7 +617,8 @@ class ChorusrunTest(LauncherTestBase):
 # it "is"), like a fresh ssh login: whatever a rank needs must travel inside
 # the command string. FAKE_AGENT_MODE=exec (default) execs sh, so the agent
 # becomes the rank; FAKE_AGENT_MODE=fork stays the rank's parent, as ssh does,
-# records its pid in $D/a.PID and exits with the rank's status.
+# records its pid in $D/a.PID and exits with the rank's status. FAKE_AGENT_MISSING=PATH
+# plays a host that has no file at PATH (the command names a path that does not exist).
 FAKE_AGENT = r'''#!%(py)s
 # Test double for ssh used by test_chorusrun.py (see FAKE_AGENT there).
 import json, os, sys
@@ -626,6 +627,9 @@ fd = os.open(os.environ["FAKE_AGENT_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREA
 os.write(fd, (json.dumps(args) + "\n").encode())
 os.close(fd)
 host, cmd = args[-2], args[-1]
+if os.environ.get("FAKE_AGENT_MISSING"):
+    missing = os.environ["FAKE_AGENT_MISSING"]
+    cmd = cmd.replace(missing, "/nonexistent-on-" + host + missing)
 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FAKE_HOST": host}
 if os.environ.get("FAKE_AGENT_MODE") != "fork":
     os.execve("/bin/sh", ["sh", "-c", cmd], env)
@@ -851,6 +855,53 @@ class MultiHostTest(LauncherTestBase):
         self.assertEqual(sorted(err.splitlines()),
                          ["[0,localhost] err 0", "[1,fakehostA] err 1", "[2,fakehostA] err 2"])
 
+    def remote_cpus(self, args, env=None):
+        """{rank: set of CPUs} reported by ranks on fakehostA:2 (and the run's rc, stderr)."""
+        report = 'echo "$CHORUS_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+        rc, out, err, _ = run_in(["-H", "fakehostA:2"] + args + self.agent_args()
+                                 + ["sh", "-c", report], env=env or self.env)
+        sets = {}
+        for line in out.splitlines():
+            rank, cpus = line.split(None, 1)
+            sets[int(rank)] = cpu_list(cpus)
+        return rc, sets, err
+
+    def test_remote_ranks_bind_themselves(self):
+        # chorusrun --bound-exec, run on the host through the agent, binds each rank as a
+        # local rank would be (the expected sets as in test_binding.py).
+        allowed = sorted(os.sched_getaffinity(0))
+        rc, sets, err = self.remote_cpus([])
+        self.assertEqual(rc, 0, err)
+        if len(allowed) >= 2:  # one CPU: two ranks run unbound (more ranks than cores)
+            self.assertEqual(len(sets[0] | sets[1]), len(sets[0]) + len(sets[1]), sets)
+        for c in self.agent_calls():
+            self.assertIn(" --bound-exec auto ", c[-1])
+        rc, sets, err = self.remote_cpus(["--bind-to", "none"])
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(sets, {0: set(allowed), 1: set(allowed)})
+
+    def test_remote_binding_without_chorusrun_there(self):
+        env = dict(self.env, FAKE_AGENT_MISSING=os.path.realpath(CHORUSRUN))
+        rc, sets, err = self.remote_cpus([], env=env)
+        self.assertEqual(rc, 0, err)  # auto: a note, and the ranks run unbound
+        self.assertEqual(sets, {0: set(os.sched_getaffinity(0)), 1: set(os.sched_getaffinity(0))})
+        self.assertIn("chorusrun: rank 0 on fakehostA: no /nonexistent-on-fakehostA", err)
+        self.assertIn("there to bind it with; it runs unbound", err)
+        rc, sets, err = self.remote_cpus(["--bind-to", "core"], env=env)
+        self.assertEqual(rc, 127, err)  # core: asked for, so the rank fails
+        self.assertIn("(--bind-to core; --bind-to none starts ranks unbound)", err)
+        self.assertEqual(sets, {})
+
+    def test_bound_exec_bad_arguments(self):
+        for args in (["auto", "2", "2", "--", "true"], ["socket", "0", "1", "--", "true"],
+                     ["core", "0", "1", "true"], ["core", "0", "1", "--"]):
+            rc, out, err, _ = run_in(["--bound-exec"] + args)
+            self.assertEqual(rc, 2, (args, err))
+            self.assertIn("usage: chorusrun --bound-exec", err)
+        rc, out, err, _ = run_in(["--bound-exec", "core", "0", "1", "--", "no-such-program-x"])
+        self.assertEqual(rc, 127, err)
+        self.assertIn("cannot execute 'no-such-program-x'", err)
+
     def test_agent_not_found(self):
         rc, out, err, _ = run_in(["-H", "localhost,fakehostA", "--launch-agent",
                                   os.path.join(self.dir, "no-such-agent"),
@@ -1004,6 +1055,16 @@ class MultiHostTest(LauncherTestBase):
         if os.environ.get("CHORUSRUN_PROBE"):
             self.probe(["-H", "fakehostA:2", "--launch-agent", self.agent,
                         "--rendezvous-addr", "::1"], 2)
+
+
+def cpu_list(text):
+    """The CPUs of a Cpus_allowed_list ("0-2,5") as a set."""
+    cpus = set()
+    for part in text.strip().split(","):
+        a, _, b = part.partition("-")
+        if a:
+            cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
 
 
 def run_in(args, timeout=30, env=None, cwd=None, input=None):
