@@ -129,6 +129,10 @@ bool pairRuns(const chorusComm* comm);
 bool halvingPairsRun(const chorusComm* comm);
 chorusResult_t allReduceHalvingPairs(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                      Prims& p);
+/// Four such ranks, reproducible mode: every element ((x0 + x1) + x2) + x3 on the same cells
+/// (src/algorithms/ordered_pairs.cc), where the plan has Plan::ordered and Plan::pairCells.
+chorusResult_t orderedAllReducePairs(chorusComm* comm, const CollArgs& a, const Plan& plan,
+                                     Prims& p);
 chorusResult_t allGatherPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allToAllPair(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p);
 chorusResult_t allReduceTwoRanksPair(chorusComm* comm, const CollArgs& a, const Plan& plan,

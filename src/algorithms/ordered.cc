@@ -231,6 +231,8 @@ chorusResult_t orderedReduceLL(chorusComm* comm, const CollArgs& a, Prims& p) {
 
 chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
   const size_t bytes = a.count * p.elemSize();
+  // Four crowded ranks on one host: on the pair cells (ordered_pairs.cc).
+  if (plan.pairCells && a.coll == Coll::AllReduce) return orderedAllReducePairs(comm, a, plan, p);
   if (plan.algo != Algo::Direct) return planCannotRun(comm, a, plan, bytes);
   const bool ll = plan.proto == Proto::LL;
   switch (a.coll) {

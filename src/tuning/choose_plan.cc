@@ -53,12 +53,6 @@ constexpr int kCrowdedPairHalvingRanks = 4;
 constexpr size_t kCrowdedPairHalvingAboveBytes = 64 << 10;
 constexpr size_t kCrowdedPairHalvingMaxBytes = 4 << 20;
 
-// Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
-// cell (so a piece is two cells).
-size_t pairHalvingHalf(size_t bytes, size_t cellBytes) {
-  return std::min(cellBytes, ((bytes + 1) / 2 + 63) & ~size_t{63});
-}
-
 bool inMask(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
 // Whether the restriction the tables were built with lets a call run algorithm `a` on
@@ -82,6 +76,22 @@ bool singleCopyColl(Coll coll, size_t bytes, const PlanCall& call) {
 }
 
 }  // namespace
+
+size_t pairHalvingHalf(size_t bytes, size_t cellBytes) {
+  return std::min(cellBytes, ((bytes + 1) / 2 + 63) & ~size_t{63});
+}
+
+bool crowdedPairCells(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes) {
+  const TuningTables* t = k.nranks > 1 ? tables : nullptr;
+  if (t == nullptr || !k.allShm || k.pairCellBytes == 0 || coll != Coll::AllReduce ||
+      bytes <= k.llBytes || !k.crowded || k.nranks != kCrowdedPairHalvingRanks ||
+      bytes <= kCrowdedPairHalvingAboveBytes || bytes > kCrowdedPairHalvingMaxBytes)
+    return false;
+  // Where no restriction is set (the default algorithms) or one names halving.
+  return !t->segment(coll, bytes).fallback &&
+         (inMask(t->algoMask, static_cast<int>(Algo::Halving)) || t->algoMask == kDefaultAlgos) &&
+         inMask(t->protoMask, static_cast<int>(Proto::Simple));
+}
 
 Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                 const PlanCall& call) {
@@ -162,18 +172,11 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
   // (transports/pair_cells.h), where the FIFOs' halving waited on slots handed back and was
   // 1.1-1.9x slower than the default (docs/PERF.md#perf-np4cells). Its sums follow a fixed
   // tree of the ranks' numbers: the same bits every run (docs/REPRODUCIBLE.md, default mode);
-  // the reproducible mode's plan is taken above, before this.
+  // the reproducible mode's plan is taken above, before this (where crowdedPairCells holds,
+  // its rank-order schedule on the same cells: orderedPlan, ordered_pairs.cc).
   const bool pairHalving = t != nullptr && k.allShm && k.pairCellBytes > 0 &&
                            coll == Coll::AllReduce && bytes > k.llBytes;
-  // The default's own choice: where no restriction is set (the default algorithms) or one
-  // names halving.
-  const bool halvingAllowed =
-      !p.fallback &&
-      (inMask(t->algoMask, static_cast<int>(Algo::Halving)) || t->algoMask == kDefaultAlgos) &&
-      inMask(t->protoMask, static_cast<int>(Proto::Simple));
-  if (pairHalving && k.crowded && k.nranks == kCrowdedPairHalvingRanks &&
-      bytes > kCrowdedPairHalvingAboveBytes && bytes <= kCrowdedPairHalvingMaxBytes &&
-      halvingAllowed) {
+  if (crowdedPairCells(tables, k, coll, bytes)) {
     p.algo = Algo::Halving;
     p.proto = Proto::Simple;
   }
@@ -306,10 +309,11 @@ std::string planText(const Plan& p) {
                     ? (p.cma ? ", single copy (registered: mapped; else CMA)"
                              : ", single copy (registered buffers only)")
                     : "",
-                p.ordered     ? ", the ordered exchange (rank order)"
-                : p.board     ? ", on the shared boards"
-                : p.pairCells ? ", on the pair cells"
-                              : "",
+                p.ordered && p.pairCells ? ", in rank order on the pair cells"
+                : p.ordered              ? ", the ordered exchange (rank order)"
+                : p.board                ? ", on the shared boards"
+                : p.pairCells            ? ", on the pair cells"
+                                         : "",
                 !p.fallback ? ""
                 : p.ordered ? "; CHORUS_ALGO/CHORUS_PROTO cannot keep the rank order"
                             : "; CHORUS_ALGO/CHORUS_PROTO cannot run it: the default instead");

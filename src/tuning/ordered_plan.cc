@@ -5,6 +5,7 @@
 // why each does): the choice below is only about speed, never about the bits.
 #include <algorithm>
 
+#include "src/tuning/output_stores.h"
 #include "src/tuning/tuning.h"
 
 namespace chorus {
@@ -51,6 +52,19 @@ constexpr size_t kOrderedLeadersPieceMinBytes = 32 << 10;
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                  const PlanCall& call, Plan* p) {
   if (!k.reproducible || k.nranks < 3 || !isReduction(coll) || !call.orderMatters) return false;
+  // Four ranks crowding their CPUs on one host, where the default runs halving and doubling
+  // on the pair cells (crowdedPairCells): the rank-order schedule on the same cells
+  // (src/algorithms/ordered_pairs.cc), the halving's pieces and the same one partner a wait.
+  // The ordered exchange below took 1.33-1.53x the halving's time at 2-4 MiB there (each of
+  // its rounds waits on three peers, 16 rounds of 64 KiB pieces at 4 MiB;
+  // docs/PERF.md#perf-r36order).
+  if (crowdedPairCells(tables, k, coll, bytes)) {
+    *p = Plan{Algo::Halving, Proto::Simple, pairHalvingHalf(bytes, k.pairCellBytes),
+              streamingOutput(k.ntBytes, k.cacheShareBytes, k.nranks, coll, bytes, call.inPlace)};
+    p->ordered = true;
+    p->pairCells = true;
+    return true;
+  }
   const int perShare = tables != nullptr ? tables->piecesPerShare : 4;
   const bool llAllowed =
       tables == nullptr || inMask(tables->protoMask, static_cast<int>(Proto::LL));

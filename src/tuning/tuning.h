@@ -337,6 +337,17 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                  const PlanCall& call, Plan* p);
 
+/// Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
+/// cell (so a piece is two cells).
+size_t pairHalvingHalf(size_t bytes, size_t cellBytes);
+
+/// The crowded all-reduce of four ranks on one host with pair cells (k.pairCellBytes), above
+/// 64 KiB up to 4 MiB, where the restriction allows halving or none is set (choose_plan.cc):
+/// the default runs halving and doubling on the pair cells there (src/algorithms/
+/// pair_halving.cc), the reproducible mode its rank-order schedule on the same cells
+/// (orderedPlan, src/algorithms/ordered_pairs.cc).
+bool crowdedPairCells(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes);
+
 /// One line naming a plan ("ring/Simple, pieces of 64 KiB, single copy (CMA)"), for logs.
 std::string planText(const Plan& p);
 

@@ -828,6 +828,73 @@ TEST(ChoosePlan, CrowdedPowerOfTwoTakesHalvingOnPairCells) {
   EXPECT_FALSE(plan(H, 1024 * K).pairCells);
 }
 
+// The same four crowded ranks in reproducible mode: where the default runs halving on the
+// pair cells (64 KiB < size <= 4 MiB, no restriction or halving named), the rank-order
+// schedule on the same cells (ordered and pairCells, src/algorithms/ordered_pairs.cc), with
+// the halving's pieces and store policy; elsewhere the ordered exchange as before. An op whose
+// order does not matter keeps the default's plan (the halving).
+TEST(OrderedPlan, CrowdedFourRanksTakeTheRankOrderOnPairCells) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 * K;
+  k.boardBytes = 512 * K;
+  k.pairCellBytes = 512 * K;
+  k.allShm = true;
+  k.llBytes = 16 * K;
+  k.singleCopyBytes = 8 * K;
+  k.crowded = true;
+  k.reproducible = true;
+  auto plan = [&](unsigned am, size_t bytes, bool inPlace = false) {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
+    chorus::PlanCall call;
+    call.inPlace = inPlace;
+    return chorus::choosePlan(&t, k, Coll::AllReduce, bytes, call);
+  };
+  const unsigned H = 1u << static_cast<int>(Algo::Halving);
+  for (size_t b : {64 * K + 64, 128 * K, 1000 * K, 2048 * K + 64, 4096 * K})
+    for (bool inPlace : {false, true}) {
+      const chorus::Plan p = plan(kAll, b, inPlace);
+      EXPECT_TRUE(p.ordered && p.pairCells) << b;
+      EXPECT_EQ(p.algo, Algo::Halving) << b;
+      EXPECT_EQ(p.proto, chorus::Proto::Simple) << b;
+      EXPECT_FALSE(p.board || p.fallback || p.chain || p.viaLeaders) << b;
+      EXPECT_EQ(p.route, chorus::Route::Fifo) << b;
+      k.reproducible = false;  // the default's halving: the same pieces and stores
+      const chorus::Plan d = plan(kAll, b, inPlace);
+      k.reproducible = true;
+      EXPECT_TRUE(d.pairCells && !d.ordered) << b;
+      EXPECT_EQ(p.pieceBytes, d.pieceBytes) << b;
+      EXPECT_EQ(p.streaming, d.streaming) << b;
+    }
+  EXPECT_TRUE(plan(H, 1024 * K).pairCells && plan(H, 1024 * K).ordered);  // halving named
+  for (size_t b : {64 * K, 8192 * K}) {  // the ordered exchange, as the default's plan there
+    EXPECT_TRUE(plan(kAll, b).ordered) << b;
+    EXPECT_FALSE(plan(kAll, b).pairCells) << b;
+    EXPECT_EQ(plan(kAll, b).algo, Algo::Direct) << b;
+  }
+  EXPECT_FALSE(plan(R, 1024 * K).pairCells);  // the ring named: the ordered exchange
+  EXPECT_FALSE(plan(D, 1024 * K).pairCells);  // direct named: the same
+  EXPECT_TRUE(plan(D, 1024 * K).ordered);
+  chorus::PlanCall orderFree;  // integer sums, min, max: the default's halving
+  orderFree.orderMatters = false;
+  {
+    const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(4), kAll, 3);
+    const chorus::Plan p = chorus::choosePlan(&t, k, Coll::AllReduce, 1024 * K, orderFree);
+    EXPECT_TRUE(p.pairCells && !p.ordered);
+  }
+  k.crowded = false;
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  EXPECT_TRUE(plan(kAll, 1024 * K).ordered);
+  k.crowded = true;
+  k.nranks = 8;  // four ranks only
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  k.nranks = 4;
+  k.pairCellBytes = 0;  // no cells
+  EXPECT_FALSE(plan(kAll, 1024 * K).pairCells);
+  EXPECT_TRUE(plan(kAll, 1024 * K).ordered);
+}
+
 TEST(ChoosePlan, TwoRanksOverTcpCutHalvesIntoPieces) {
   // Over a socket the next piece travels while this one is reduced: a quarter of a half,
   // at least CHORUS_TCP_PIECE_MIN, at most a slot; 0 keeps the one piece of shared memory.
