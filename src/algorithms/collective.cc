@@ -119,8 +119,15 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
   // the kernel holds them (settleSends).
   p.allowSendFromUser();
   if (plan.ordered) return p.settleSends(orderedRun(comm, a, plan, p));  // reproducible mode
-  if (plan.route != Route::SingleCopy || singleCopyLeased(comm, a, result))
-    return p.settleSends(runSchedule(comm, a, plan, p));
+  if (plan.route != Route::SingleCopy) return p.settleSends(runSchedule(comm, a, plan, p));
+  bool timeLeased = false;
+  if (singleCopyLeased(comm, a, result, &timeLeased)) {
+    if (!timeLeased) return p.settleSends(runSchedule(comm, a, plan, p));
+    const int64_t t0 = nowNs();
+    CHORUS_CHECK(p.settleSends(runSchedule(comm, a, plan, p)));
+    singleCopyLeaseEnded(comm, a, result, nowNs() - t0);
+    return chorusSuccess;
+  }
   // Timed from before the descriptors are swapped to the end of whichever path ran: the
   // copy path is chosen from these times (src/tuning/copy_path.h).
   const int64_t t0 = nowNs();

@@ -54,6 +54,19 @@ constexpr uint32_t kFifoLeaseMax = 63;
 // root times a call with its receivers' times, which come with their next descriptors.
 bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter; }
 
+// Collectives whose deciding rank lags its peers on the FIFO: the gather root copies its own
+// block and every peer's out of the slots, each sender one block in, so over a lease a
+// sender runs ahead by as many calls as the FIFO holds (8 at np 2). The swap that ends the
+// lease then runs in series: the sender, often asleep by then (the root is up to 8 calls
+// behind), waits for the root's descriptor, is woken, and only then writes the call's
+// block, while the root waits for it. Timed, that call took 1.8-76x the leased calls' time
+// (np 2, AMD EPYC Zen 5, near, where the chooser switched: 256 KiB 10-14 us against 3-4,
+// 512 KiB 20-580 against 7.6-8.3, 1 MiB 36-660 against 13-21), so it took CMA (9, 16 and
+// 32 us there) for 32 calls and more at 2-3x the FIFO's time (docs/PERF.md#perf-gather4).
+// Such a rank times the last call of each lease instead, and the swap call gives the
+// chooser that figure.
+bool deciderLags(Coll c) { return c == Coll::Gather; }
+
 // Feeds one timed call to the collective's chooser; logs a change of path at INFO.
 void recordCopyPath(chorusComm* comm, Coll coll, size_t bytes, bool inPlace, CopyPath way,
                     uint64_t ns) {
@@ -490,11 +503,18 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
   return r;
 }
 
-bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes) {
+bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes, bool* timeIt) {
   PeerMem::FifoLease& l = comm->peerMem.fifoLease[static_cast<size_t>(copyPathUse(a.coll))];
+  *timeIt = false;
   if (l.left == 0 || l.bytes != resultBytes || l.decider != decidingRank(a)) return false;
   --l.left;
+  *timeIt = l.left == 0 && deciderLags(a.coll) && comm->rank == l.decider;
   return true;
+}
+
+void singleCopyLeaseEnded(chorusComm* comm, const CollArgs& a, size_t resultBytes, int64_t ns) {
+  comm->peerMem.leaseEnd[static_cast<size_t>(copyPathUse(a.coll))] =
+      PeerMem::LeaseEnd{resultBytes, a.sendbuf == a.recvbuf, static_cast<uint64_t>(ns)};
 }
 
 void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
@@ -508,8 +528,18 @@ void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& ca
                              ? static_cast<uint64_t>(ns) - call.catchUpNs
                              : 1;  // record() ignores a time of 0
     pm.pending[u] = PeerMem::PendingCall{seq, call.bytes, call.inPlace, call.way, own};
-  } else
-    recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, static_cast<uint64_t>(ns));
+    return;
+  }
+  uint64_t figure = static_cast<uint64_t>(ns);
+  if (deciderLags(a.coll)) {
+    // A FIFO call after a lease: the lease's last call, timed in steady state (above).
+    PeerMem::LeaseEnd& e = pm.leaseEnd[u];
+    if (call.way == CopyPath::Fifo && e.ns > 0 && e.bytes == call.bytes &&
+        e.inPlace == call.inPlace)
+      figure = e.ns;
+    e = PeerMem::LeaseEnd{};
+  }
+  recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, figure);
 }
 
 }  // namespace chorus

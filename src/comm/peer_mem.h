@@ -107,6 +107,15 @@ struct PeerMem {
     uint32_t left = 0;
   };
   std::array<FifoLease, kCopyPathUses> fifoLease{};
+  /// Per collective, the deciding rank's time of the last call of its last FIFO lease, where
+  /// that rank lags its peers (gather's root: single_copy.cc, deciderLags), kept for the
+  /// swap that follows (bytes 0: none): the FIFO's steady figure, which the swap call is not.
+  struct LeaseEnd {
+    size_t bytes = 0;
+    bool inPlace = false;
+    uint64_t ns = 0;
+  };
+  std::array<LeaseEnd, kCopyPathUses> leaseEnd{};
   std::mutex mutex;  // registrations come from any thread
   std::vector<Registration> regs;
 };
