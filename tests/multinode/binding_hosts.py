@@ -23,35 +23,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "integration", "chorusrun"))
+from cpusets import cores, parse_list  # noqa: E402
 from multinode import Cluster, expect, log, main_in_cluster  # noqa: E402
 
 HOSTS = 2
 REPORT = ('echo "bound $CHORUS_NODE_RANK $CHORUS_LOCAL_RANK '
           '$(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
-
-
-def cores():
-    """The cores this process may use, each as its set of CPUs, in (package, core) order."""
-    out = {}
-    for cpu in sorted(os.sched_getaffinity(0)):
-        d = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
-        try:
-            key = (int(open(d + "physical_package_id").read()), int(open(d + "core_id").read()))
-        except (OSError, ValueError):
-            key = (-2, cpu)
-        out.setdefault(key, set()).add(cpu)
-    return [out[k] for k in sorted(out)]
-
-
-def parse_list(text):
-    cpus = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.update(range(int(a), int(b) + 1))
-        elif part:
-            cpus.add(int(part))
-    return cpus
 
 
 def expected(mode, per_host, local_rank):

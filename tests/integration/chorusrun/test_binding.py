@@ -12,32 +12,10 @@ import subprocess
 import sys
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpusets import cores, parse_list  # noqa: E402
+
 CHORUSRUN = None
-
-
-def cores():
-    """{(package, core): set of cpus} over the CPUs this process may use."""
-    out = {}
-    for cpu in sorted(os.sched_getaffinity(0)):
-        d = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
-        try:
-            key = (int(open(d + "physical_package_id").read()), int(open(d + "core_id").read()))
-        except (OSError, ValueError):
-            key = (-2, cpu)
-        out.setdefault(key, set()).add(cpu)
-    return [out[k] for k in sorted(out)]
-
-
-def parse_list(text):
-    cpus = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.update(range(int(a), int(b) + 1))
-        elif part:
-            cpus.add(int(part))
-    return cpus
-
 
 REPORT = 'echo "$CHORUS_LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 
