@@ -20,7 +20,9 @@
 #       PIN="0 0 1 1" (rank r runs on the CPU in field r + 1, by taskset; "-" leaves a rank
 #       free): where the ranks outnumber the CPUs the ratio follows where the scheduler put
 #       them (docs/PERF.md#perf-r36wait: 2 x 2 namespaced hosts on 2 CPUs, each host's ranks
-#       on one CPU is the default's fast placement), so each placement can be measured alone
+#       on one CPU is the default's fast placement), so each placement can be measured alone.
+#       Unpinned, shm4 lands where the scheduler puts it; tcp2x2 where chorusrun's binding of
+#       every host puts it (one rank of each host per CPU on 2 CPUs, docs/PERF.md#perf-r36bind)
 # Example (docs/PERF.md "Reproducible mode: the cost"), each under the exclusive lock:
 #   flock -x -w 1200 /work/measure.lock perf/repro_cost.sh build shm4
 set -euo pipefail
