@@ -131,6 +131,12 @@ bool pairRuns(const chorusComm* comm);
 /// (comm->peerMem.halvingPairs): the all-reduce by recursive halving and doubling on them
 /// (src/algorithms/pair_halving.cc), where the plan says so (Plan::pairCells).
 bool halvingPairsRun(const chorusComm* comm);
+/// The steps the pair-cell schedules share (pair.cc, pair_halving.cc, ordered_pairs.cc): the
+/// partner's cell of exchange `x` (a failure names the partner), and this rank's own input of
+/// `count` elements into `dst` where it first enters a cell or a sum, pre-multiplied where
+/// the op says so (avg), else copied.
+chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char** cell);
+void putOwnInput(Prims& p, char* dst, const char* src, size_t count);
 chorusResult_t allReduceHalvingPairs(chorusComm* comm, const CollArgs& a, const Plan& plan,
                                      Prims& p);
 /// Four such ranks, reproducible mode: every element ((x0 + x1) + x2) + x3 on the same cells

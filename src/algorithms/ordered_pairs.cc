@@ -71,19 +71,6 @@ struct PieceRun {
   unsigned outFlags;  // streaming stores into the output, where the plan says so
   bool streaming;
 
-  chorusResult_t wait(PairCells* c, uint64_t x, const char** cell) const {
-    const chorusResult_t r = c->waitPeer(x, cell, p.waitCtx());
-    if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", c->peer());
-    return chorusSuccess;
-  }
-  // This rank's own contribution `src` into `dst`, pre-multiplied where the op says so.
-  void putOwn(char* dst, const char* src, size_t n) const {
-    if (spec.preMul)
-      kernels::reduce(spec, dst, nullptr, src, n, kApplyPre);
-    else
-      std::memcpy(dst, src, n * elem);
-  }
-
   chorusResult_t run(const char* in, char* out, size_t cnt, size_t lineElems) const {
     Quarters q;
     q.count = cnt;
@@ -97,7 +84,7 @@ struct PieceRun {
     // Step 1, pair rank ^ 1.
     const uint64_t y = pair1->nextExchange();
     char* own1 = pair1->own(y);
-    for (int g : {give1, give1 | 2}) putOwn(own1 + slot(g), in + at(q.lo(g)), q.len(g));
+    for (int g : {give1, give1 | 2}) putOwnInput(p, own1 + slot(g), in + at(q.lo(g)), q.len(g));
     pair1->post(y);
     const uint64_t x = pair2->nextExchange();
     char* own2 = pair2->own(x);
@@ -105,9 +92,9 @@ struct PieceRun {
     // 2: 0, rank 3: 1), the relayed one (its step-1 partner's) in the other.
     const size_t ownSlot = at(static_cast<size_t>(rank & 1) * q.per);
     const size_t relaySlot = at(static_cast<size_t>(1 - (rank & 1)) * q.per);
-    if (!low) putOwn(own2 + ownSlot, in + at(q.lo(across)), q.len(across));
+    if (!low) putOwnInput(p, own2 + ownSlot, in + at(q.lo(across)), q.len(across));
     const char* peer1 = nullptr;  // the partner's quarters of this rank's parity
-    CHORUS_CHECK(wait(pair1, y, &peer1));
+    CHORUS_CHECK(takePeerPiece(pair1, p, y, &peer1));
     if (low) {
       kernels::reduce(spec, own2, peer1 + slot(across), in + at(q.lo(across)), q.len(across),
                       kApplyPre);
@@ -122,7 +109,7 @@ struct PieceRun {
     // Step 2, pair rank ^ 2: the sums in rank order; the result into the output and into
     // `res`, this rank's cell of the pair's next exchange (the one read here), slot 0.
     const char* peer2 = nullptr;
-    CHORUS_CHECK(wait(pair2, x, &peer2));
+    CHORUS_CHECK(takePeerPiece(pair2, p, x, &peer2));
     const uint64_t xn = pair2->nextExchange();
     char* res = pair2->own(xn);
     char* o = out + at(q.lo(mine));
@@ -150,14 +137,14 @@ struct PieceRun {
 
     // Step 3, pair rank ^ 2: the partner's quarter's result, to the output and on to step 4.
     const char* peer3 = nullptr;
-    CHORUS_CHECK(wait(pair2, xn, &peer3));
+    CHORUS_CHECK(takePeerPiece(pair2, p, xn, &peer3));
     kernels::reduceCopy(spec, next1 + slot(across), out + at(q.lo(across)), nullptr, peer3,
                         q.len(across), outFlags);
     pair1->post(yn);
 
     // Step 4, pair rank ^ 1: the other parity's two quarters.
     const char* peer4 = nullptr;
-    CHORUS_CHECK(wait(pair1, yn, &peer4));
+    CHORUS_CHECK(takePeerPiece(pair1, p, yn, &peer4));
     for (int g : {give1, give1 | 2})
       kernels::copy(out + at(q.lo(g)), peer4 + slot(g), at(q.len(g)), streaming);
     return chorusSuccess;

@@ -17,6 +17,19 @@
 
 namespace chorus {
 
+chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char** cell) {
+  chorusResult_t r = cells->waitPeer(x, cell, p.waitCtx());
+  if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", cells->peer());
+  return chorusSuccess;
+}
+
+void putOwnInput(Prims& p, char* dst, const char* src, size_t count) {
+  if (p.spec().preMul)
+    kernels::reduce(p.spec(), dst, nullptr, src, count, kernels::kApplyPre);
+  else
+    std::memcpy(dst, src, count * p.elemSize());
+}
+
 namespace {
 
 // An exchange in two halves, so a caller can work between them: `bytes` from `send` into
@@ -24,19 +37,12 @@ namespace {
 // elements), posted (returns the exchange); then the peer's cell of that exchange.
 uint64_t postPiece(PairCells* cells, Prims& p, const char* send, size_t bytes, bool pre = false) {
   const uint64_t x = cells->nextExchange();
-  if (pre && p.spec().preMul)
-    kernels::reduce(p.spec(), cells->own(x), nullptr, send, bytes / p.elemSize(),
-                    kernels::kApplyPre);
+  if (pre)
+    putOwnInput(p, cells->own(x), send, bytes / p.elemSize());
   else
     std::memcpy(cells->own(x), send, bytes);
   cells->post(x);
   return x;
-}
-
-chorusResult_t takePeerPiece(PairCells* cells, Prims& p, uint64_t x, const char** cell) {
-  chorusResult_t r = cells->waitPeer(x, cell, p.waitCtx());
-  if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", cells->peer());
-  return chorusSuccess;
 }
 
 // One whole exchange: `bytes` from `send` out; *cell: the peer's piece.

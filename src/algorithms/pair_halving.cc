@@ -82,17 +82,6 @@ Steps stepsFor(int rank, const std::vector<int>& bits, size_t pieceElems, size_t
   return st;
 }
 
-struct Exchanger {
-  Prims& p;
-  const WaitCtx& w;
-
-  chorusResult_t wait(PairCells* c, uint64_t x, const char** cell) const {
-    chorusResult_t r = c->waitPeer(x, cell, w);
-    if (r != chorusSuccess) return p.failed(r, "waiting for the pair cell of", c->peer());
-    return chorusSuccess;
-  }
-};
-
 chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
                               const std::vector<PairCells*>& cells, const std::vector<int>& bits,
                               size_t base, size_t cnt) {
@@ -101,7 +90,6 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
   const size_t lineElems = std::max<size_t>(1, 64 / elem);
   const int m = static_cast<int>(bits.size());
   const Steps st = stepsFor(comm->rank, bits, cnt, lineElems);
-  const Exchanger ex{p, p.waitCtx()};
   const char* in = static_cast<const char*>(a.sendbuf) + base * elem;
   char* out = static_cast<char*>(a.recvbuf) + base * elem;
   const unsigned outFlags = plan.streaming ? kernels::kStreaming : 0u;
@@ -115,11 +103,7 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
   uint64_t x = cells[0]->nextExchange();
   {
     const Range& g = st.give[0];
-    char* cell = cells[0]->own(x);
-    if (spec.preMul)
-      kernels::reduce(spec, cell, nullptr, in + at(g.lo), g.size(), kernels::kApplyPre);
-    else
-      std::memcpy(cell, in + at(g.lo), at(g.size()));
+    putOwnInput(p, cells[0]->own(x), in + at(g.lo), g.size());
     cells[0]->post(x);
   }
   for (int s = 0; s < m; ++s) {
@@ -128,7 +112,7 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
     const unsigned pre = s == 0 ? kernels::kApplyPre : 0u;
     const Range& keep = st.keep[k];
     const char* peer = nullptr;  // the partner's partial of `keep`, from its start
-    CHORUS_CHECK(ex.wait(cells[k], x, &peer));
+    CHORUS_CHECK(takePeerPiece(cells[k], p, x, &peer));
     if (s + 1 < m) {
       const Range& g = st.give[k + 1];
       const Range& kn = st.keep[k + 1];
@@ -184,7 +168,7 @@ chorusResult_t allReducePiece(chorusComm* comm, const CollArgs& a, const Plan& p
       std::memcpy(next + at(held.lo - parent.lo), out + at(held.lo), at(held.size()));
     }
     const char* peer = nullptr;  // the partner's range `other`, from its start
-    CHORUS_CHECK(ex.wait(cells[k], x, &peer));
+    CHORUS_CHECK(takePeerPiece(cells[k], p, x, &peer));
     if (s > 0) {
       kernels::reduceCopy(spec, next + at(other.lo - parent.lo), out + at(other.lo), nullptr, peer,
                           other.size(), outFlags);
