@@ -37,6 +37,20 @@ ModelShape shmShape(int n, int ncpus = 2) {
   return s;
 }
 
+// Four ranks crowding 2 CPUs on one host, with 512 KiB slots and board buffers, the LL path
+// to 16 KiB and single copy from 8 KiB: the knobs the crowded-host plan tests start from.
+chorus::PlanKnobs crowdedFourRanks() {
+  chorus::PlanKnobs k;
+  k.nranks = 4;
+  k.slotBytes = 512 << 10;
+  k.boardBytes = 512 << 10;
+  k.allShm = true;
+  k.llBytes = 16 << 10;
+  k.singleCopyBytes = 8 << 10;
+  k.crowded = true;
+  return k;
+}
+
 ModelShape tcpHosts(int hosts, int perHost) {
   ModelShape s;
   s.nranks = hosts * perHost;
@@ -678,14 +692,7 @@ TEST(ChoosePlan, TwoRanksAllReduceOnSharedMemoryRunsDirectBelow512K) {
 // ring. Not crowded, two ranks, not one host, no boards, or the ring named: as before.
 TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
   const size_t K = 1024;
-  chorus::PlanKnobs k;
-  k.nranks = 4;
-  k.slotBytes = 512 * K;
-  k.boardBytes = 512 * K;
-  k.allShm = true;
-  k.llBytes = 16 * K;
-  k.singleCopyBytes = 8 * K;
-  k.crowded = true;
+  chorus::PlanKnobs k = crowdedFourRanks();
   auto plan = [&](unsigned am, size_t bytes, Coll c) {
     const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
     return chorus::choosePlan(&t, k, c, bytes);
@@ -778,15 +785,8 @@ TEST(ChoosePlan, CrowdedSameHostUsesTheBoards) {
 // cells, not crowded, eight ranks, the ring or direct named, or another collective: as before.
 TEST(ChoosePlan, CrowdedPowerOfTwoTakesHalvingOnPairCells) {
   const size_t K = 1024;
-  chorus::PlanKnobs k;
-  k.nranks = 4;
-  k.slotBytes = 512 * K;
-  k.boardBytes = 512 * K;
+  chorus::PlanKnobs k = crowdedFourRanks();
   k.pairCellBytes = 512 * K;
-  k.allShm = true;
-  k.llBytes = 16 * K;
-  k.singleCopyBytes = 8 * K;
-  k.crowded = true;
   auto plan = [&](unsigned am, size_t bytes, Coll c = Coll::AllReduce) {
     const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
     return chorus::choosePlan(&t, k, c, bytes);
@@ -835,15 +835,8 @@ TEST(ChoosePlan, CrowdedPowerOfTwoTakesHalvingOnPairCells) {
 // order does not matter keeps the default's plan (the halving).
 TEST(OrderedPlan, CrowdedFourRanksTakeTheRankOrderOnPairCells) {
   const size_t K = 1024;
-  chorus::PlanKnobs k;
-  k.nranks = 4;
-  k.slotBytes = 512 * K;
-  k.boardBytes = 512 * K;
+  chorus::PlanKnobs k = crowdedFourRanks();
   k.pairCellBytes = 512 * K;
-  k.allShm = true;
-  k.llBytes = 16 * K;
-  k.singleCopyBytes = 8 * K;
-  k.crowded = true;
   k.reproducible = true;
   auto plan = [&](unsigned am, size_t bytes, bool inPlace = false) {
     const chorus::TuningTables t = chorus::buildTables(ModelParams{}, shmShape(k.nranks), am, 3);
