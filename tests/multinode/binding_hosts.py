@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "integration", "chorusrun"))
 from cpusets import cores, parse_list  # noqa: E402
-from multinode import Cluster, expect, log, main_in_cluster  # noqa: E402
+from multinode import Cluster, expect, log, main_src_build  # noqa: E402
 
 HOSTS = 2
 REPORT = ('echo "bound $CHORUS_NODE_RANK $CHORUS_LOCAL_RANK '
@@ -68,11 +68,7 @@ def inner(src, build):
 
 
 def main():
-    args = sys.argv[1:]
-    src = os.path.abspath(args[args.index("--src") + 1])
-    build = os.path.abspath(args[args.index("--build") + 1])
-    main_in_cluster(__file__, "binding_hosts", "bindh%d" % (os.getpid() % 10000), HOSTS, src,
-                    ["--src", src, "--build", build], lambda: inner(src, build))
+    main_src_build(__file__, "binding_hosts", "bindh%d" % (os.getpid() % 10000), HOSTS, inner)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,16 @@ def main_in_cluster(script, title, name, hosts, src, inner_args, run_inner):
     sys.exit(subprocess.call(cmd + inner_args))
 
 
+def main_src_build(script, title, name, hosts, run_inner):
+    """main() of a multinode script whose arguments are --src SRC --build BUILD:
+    main_in_cluster with them, run_inner(src, build) on host 0."""
+    args = sys.argv[1:]
+    src = os.path.abspath(args[args.index("--src") + 1])
+    build = os.path.abspath(args[args.index("--build") + 1])
+    main_in_cluster(script, title, name, hosts, src, ["--src", src, "--build", build],
+                    lambda: run_inner(src, build))
+
+
 class Cluster:
     def __init__(self, src, build):
         self.src, self.build = src, build

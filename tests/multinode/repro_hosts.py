@@ -26,7 +26,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from multinode import Cluster, expect, log, main_in_cluster  # noqa: E402
+from multinode import Cluster, expect, log, main_src_build  # noqa: E402
 
 HOSTS = 4
 CHECK = "tests/integration/repro/repro_check"
@@ -81,11 +81,7 @@ def inner(src, build):
 
 
 def main():
-    args = sys.argv[1:]
-    src = os.path.abspath(args[args.index("--src") + 1])
-    build = os.path.abspath(args[args.index("--build") + 1])
-    main_in_cluster(__file__, "repro_hosts", "rhosts%d" % (os.getpid() % 10000), HOSTS, src,
-                    ["--src", src, "--build", build], lambda: inner(src, build))
+    main_src_build(__file__, "repro_hosts", "rhosts%d" % (os.getpid() % 10000), HOSTS, inner)
 
 
 if __name__ == "__main__":
