@@ -138,6 +138,7 @@ bool RecvChannel::acceptHeader(int s, Sock& k) {
              "%s sent a malformed stripe header (%s: seq %llu, %u+%u of %u bytes, %u stripes)",
              peerDesc.c_str(), bad, static_cast<unsigned long long>(h.seq), h.offset, h.len,
              h.total, h.nstripes);
+    publishComplete();  // the whole messages before this header first (readSock)
     markFailed(chorusRemoteError, msg);
     return false;
   }
@@ -188,6 +189,9 @@ Recv recvTwo(int fd, char* a, size_t na, char* b, size_t nb, size_t* got) {
 // (aheadAfter). A read that returned less than it asked for left the socket empty: the loop stops
 // there instead of paying a recv to learn so (the next poll, or the level-triggered epoll watch,
 // finds whatever comes later).
+// Every failure here publishes the messages that arrived whole before it first: a waiter
+// woken by the failure delivers what is published before it raises the error
+// (RecvEnd::next), and the progress thread may fail the channel between two of its looks.
 bool RecvChannel::readSock(int s, Sock& k) {
   k.waitingSlot = false;
   bool emptied = false;  // a recv of this pass returned less than it asked: the socket is empty
@@ -217,7 +221,9 @@ bool RecvChannel::readSock(int s, Sock& k) {
         if (got != Recv::kGot) {
           // An error or a close between stripes (hdrDone 0) may be a peer that left; a
           // header cut short lost a message.
-          socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving", k.hdrDone > 0);
+          const int err = got == Recv::kClosed ? 0 : errno;
+          publishComplete();
+          socketFailed(this, err, "receiving", k.hdrDone > 0);
           return false;
         }
       }
@@ -253,6 +259,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
       ring.flags[i] = k.hdr.flags;
     } else if (st.nstripes != k.hdr.nstripes || ring.sizes[i] != k.hdr.total ||
                ring.flags[i] != k.hdr.flags) {
+      publishComplete();
       markFailed(chorusRemoteError,
                  peerDesc + " sent stripes of one message that disagree on its size or kind");
       return false;
@@ -283,7 +290,9 @@ bool RecvChannel::readSock(int s, Sock& k) {
       }
       if (got == Recv::kWouldBlock) return true;
       if (got != Recv::kGot) {
-        socketFailed(this, got == Recv::kClosed ? 0 : errno, "receiving");
+        const int err = got == Recv::kClosed ? 0 : errno;
+        publishComplete();
+        socketFailed(this, err, "receiving");
         return false;
       }
     }
