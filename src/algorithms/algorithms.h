@@ -64,11 +64,12 @@ chorusResult_t singleCopyRun(chorusComm* comm, const CollArgs& a, const Plan& pl
 /// A call planned on the single-copy route that runs the FIFO schedule at once, without
 /// swapping descriptors: the deciding rank's last swap of this collective fell back to the
 /// FIFO and leased the next calls of the same size to it (decided alike on every rank).
-/// *timeIt: this is the last call of a lease on a deciding rank that lags its peers
-/// (gather's root): the caller times it and reports it with singleCopyLeaseEnded.
+/// *timeIt: this is a leased call on a deciding rank that lags its peers (gather's root):
+/// the caller times it and reports it with singleCopyLeaseTimed.
 bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes, bool* timeIt);
-/// The time of the leased call singleCopyLeased said to time (the FIFO's steady figure).
-void singleCopyLeaseEnded(chorusComm* comm, const CollArgs& a, size_t resultBytes, int64_t ns);
+/// The time of a leased call singleCopyLeased said to time (their mean over the lease is the
+/// FIFO's steady figure).
+void singleCopyLeaseTimed(chorusComm* comm, const CollArgs& a, size_t resultBytes, int64_t ns);
 /// Every rank times each call that singleCopyRun began, the FIFO fallback included, and
 /// reports it here: the chooser learns from the deciding rank's times (and, for broadcast
 /// and scatter, its receivers', which reach it with their next call's descriptors).

@@ -125,7 +125,7 @@ chorusResult_t dispatch(chorusComm* comm, const CollArgs& a, uint64_t seq) {
     if (!timeLeased) return p.settleSends(runSchedule(comm, a, plan, p));
     const int64_t t0 = nowNs();
     CHORUS_CHECK(p.settleSends(runSchedule(comm, a, plan, p)));
-    singleCopyLeaseEnded(comm, a, result, nowNs() - t0);
+    singleCopyLeaseTimed(comm, a, result, nowNs() - t0);
     return chorusSuccess;
   }
   // Timed from before the descriptors are swapped to the end of whichever path ran: the

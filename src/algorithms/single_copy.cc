@@ -63,9 +63,18 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 // (np 2, AMD EPYC Zen 5, near, where the chooser switched: 256 KiB 10-14 us against 3-4,
 // 512 KiB 20-580 against 7.6-8.3, 1 MiB 36-660 against 13-21), so it took CMA (9, 16 and
 // 32 us there) for 32 calls and more at 2-3x the FIFO's time (docs/PERF.md#perf-gather4).
-// Such a rank times the last call of each lease instead, and the swap call gives the
-// chooser that figure.
+// Such a rank times every call of each lease instead, and the swap call gives the chooser
+// their mean (the lease's last call alone, as before docs/PERF.md#perf-z3gather: one sample,
+// and in a short try lease, below, one the pipeline may still be filling for).
 bool deciderLags(Coll c) { return c == Coll::Gather; }
+
+// The lease such a rank offers with a FIFO call that the chooser times (its first tries, a
+// try of the FIFO against CMA), so the FIFO is judged on leased calls there too. A try
+// was a single swap call, run in series: on AMD EPYC Zen 3 (2 vCPUs, near) a 2 MiB gather's
+// FIFO tries read 222-237 us, where leased calls take 76-85, so every size settled on CMA
+// (133-145 us; docs/PERF.md#perf-z3gather). As many calls as the FIFO lets a sender run
+// ahead at the slot size (8 slots), so the pipeline fills within the lease.
+constexpr uint32_t kFifoTryLease = 8;
 
 // Feeds one timed call to the collective's chooser; logs a change of path at INFO.
 void recordCopyPath(chorusComm* comm, Coll coll, size_t bytes, bool inPlace, CopyPath way,
@@ -101,6 +110,11 @@ class SingleCopy {
       offer_ = plan.cmaTimed ? comm->peerMem.copyPaths[copyPathUse(a.coll)].runway(
                                    resultBytes, inPlace, CopyPath::Fifo, kFifoLeaseMax)
                              : kFifoLeaseMax;  // CMA off for this size: the FIFO every time
+    // A FIFO call that the chooser times (its first tries, a try against CMA) on a rank
+    // that lags its peers: a short lease, so the swap after it reports the leased calls'
+    // mean (deciderLags) instead of the swap call's own serial time.
+    if (rank_ == decidingRank(a) && !cma_ && plan.cmaTimed && deciderLags(a.coll) && offer_ == 0)
+      offer_ = kFifoTryLease;
     if (plan.cmaTimed) {
       call->chose = true;
       call->use = copyPathUse(a.coll);
@@ -508,13 +522,17 @@ bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes, b
   *timeIt = false;
   if (l.left == 0 || l.bytes != resultBytes || l.decider != decidingRank(a)) return false;
   --l.left;
-  *timeIt = l.left == 0 && deciderLags(a.coll) && comm->rank == l.decider;
+  *timeIt = deciderLags(a.coll) && comm->rank == l.decider;
   return true;
 }
 
-void singleCopyLeaseEnded(chorusComm* comm, const CollArgs& a, size_t resultBytes, int64_t ns) {
-  comm->peerMem.leaseEnd[static_cast<size_t>(copyPathUse(a.coll))] =
-      PeerMem::LeaseEnd{resultBytes, a.sendbuf == a.recvbuf, static_cast<uint64_t>(ns)};
+void singleCopyLeaseTimed(chorusComm* comm, const CollArgs& a, size_t resultBytes, int64_t ns) {
+  PeerMem::LeaseTimes& e = comm->peerMem.leaseTimes[static_cast<size_t>(copyPathUse(a.coll))];
+  const bool inPlace = a.sendbuf == a.recvbuf;
+  if (e.calls == 0 || e.bytes != resultBytes || e.inPlace != inPlace)
+    e = PeerMem::LeaseTimes{resultBytes, inPlace, 0, 0};
+  e.ns += static_cast<uint64_t>(ns > 0 ? ns : 0);
+  ++e.calls;
 }
 
 void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& call, uint64_t seq,
@@ -532,12 +550,12 @@ void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& ca
   }
   uint64_t figure = static_cast<uint64_t>(ns);
   if (deciderLags(a.coll)) {
-    // A FIFO call after a lease: the lease's last call, timed in steady state (above).
-    PeerMem::LeaseEnd& e = pm.leaseEnd[u];
-    if (call.way == CopyPath::Fifo && e.ns > 0 && e.bytes == call.bytes &&
+    // A FIFO call after a lease: the mean of the lease's calls (above).
+    PeerMem::LeaseTimes& e = pm.leaseTimes[u];
+    if (call.way == CopyPath::Fifo && e.calls > 0 && e.ns > 0 && e.bytes == call.bytes &&
         e.inPlace == call.inPlace)
-      figure = e.ns;
-    e = PeerMem::LeaseEnd{};
+      figure = e.ns / e.calls;
+    e = PeerMem::LeaseTimes{};
   }
   recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, figure);
 }

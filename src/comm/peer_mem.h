@@ -107,15 +107,17 @@ struct PeerMem {
     uint32_t left = 0;
   };
   std::array<FifoLease, kCopyPathUses> fifoLease{};
-  /// Per collective, the deciding rank's time of the last call of its last FIFO lease, where
+  /// Per collective, the deciding rank's times of the calls of its current FIFO lease, where
   /// that rank lags its peers (gather's root: single_copy.cc, deciderLags), kept for the
-  /// swap that follows (bytes 0: none): the FIFO's steady figure, which the swap call is not.
-  struct LeaseEnd {
+  /// swap that follows (calls 0: none): their mean is the FIFO's steady figure, which the
+  /// swap call is not.
+  struct LeaseTimes {
     size_t bytes = 0;
     bool inPlace = false;
-    uint64_t ns = 0;
+    uint64_t ns = 0;     // the calls' times added up
+    uint32_t calls = 0;  // how many
   };
-  std::array<LeaseEnd, kCopyPathUses> leaseEnd{};
+  std::array<LeaseTimes, kCopyPathUses> leaseTimes{};
   std::mutex mutex;  // registrations come from any thread
   std::vector<Registration> regs;
 };
