@@ -207,6 +207,14 @@ bool RecvChannel::readSock(int s, Sock& k) {
     if (r == Recv::kGot) emptied = got < ahead;
     return r;
   };
+  // A recv that failed or hit the stream's end where more was due: the whole messages
+  // first (above), then the failure. errno is read before publishComplete's doorbell.
+  auto socketEnded = [&](Recv got, bool wholeComm) {
+    const int err = got == Recv::kClosed ? 0 : errno;
+    publishComplete();
+    socketFailed(this, err, "receiving", wholeComm);
+    return false;
+  };
   for (;;) {
     if (!k.haveHdr) {
       if (k.stageBeg == k.stageEnd) {
@@ -221,10 +229,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
         if (got != Recv::kGot) {
           // An error or a close between stripes (hdrDone 0) may be a peer that left; a
           // header cut short lost a message.
-          const int err = got == Recv::kClosed ? 0 : errno;
-          publishComplete();
-          socketFailed(this, err, "receiving", k.hdrDone > 0);
-          return false;
+          return socketEnded(got, k.hdrDone > 0);
         }
       }
       const size_t take = std::min(k.stageEnd - k.stageBeg, sizeof(k.hdr) - k.hdrDone);
@@ -289,12 +294,7 @@ bool RecvChannel::readSock(int s, Sock& k) {
         emptied = n < rest + ahead;
       }
       if (got == Recv::kWouldBlock) return true;
-      if (got != Recv::kGot) {
-        const int err = got == Recv::kClosed ? 0 : errno;
-        publishComplete();
-        socketFailed(this, err, "receiving");
-        return false;
-      }
+      if (got != Recv::kGot) return socketEnded(got, true);
     }
     k.lastLen = k.hdr.len;
     ++st.got;
