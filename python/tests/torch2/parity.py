@@ -1,4 +1,4 @@
-"""meson test torch2_parity_npN: DDP (100 steps), FSDP2 (50) and a DP x TP DeviceMesh (50)
+"""meson test torch2_parity_npN: DDP (20 steps), FSDP2 (10) and a DP x TP DeviceMesh (10)
 on a float64 MLP under torchrun, with backend gloo and then chorus; every final parameter
 must agree within 1e-12 (relative, max-norm)."""
 import os
