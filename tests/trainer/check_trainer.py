@@ -27,15 +27,21 @@ from compare_dumps import read_dump, worst_relative_difference  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 RTOL = 1e-5
-# 50 optimizer steps on a 3200-sample subset: global batch 64 -> exactly 50 steps/epoch.
-# float64: the runs are equal in exact arithmetic, but in float32 a different summation
+# COMMON_STEPS optimizer steps on a 64 x COMMON_STEPS-sample subset: global batch 64 ->
+# exactly one epoch. 20 steps (50 until the CI time cut: the runs' start-up, ~1.5 s of
+# libtorch and data loading per process, is most of their time; a step of the MLP is
+# ~0.04 s, of the narrow CNN ~0.1 s): a wrong shard, bucket or average moves the
+# parameters at the step it happens by far more than RTOL, and the later steps only
+# repeat the same code. float64: the runs are equal in exact arithmetic, but in float32 a different summation
 # order (mean of 64 vs average of two means of 32) moves weights by ~1e-7, and once in a
 # while a ReLU input that sits at ~0 flips sign, a discrete jump that then grows (seen at
 # step 14 of the MLP: 4e-2 after 50 steps, with the all-reduce itself exact). In float64
 # the same runs agree to ~1e-15, so a real bug (a wrong shard, a missed bucket, a sum
 # instead of an average) cannot hide under the tolerance.
 RUN_FLAGS = ["--no-eval", "--no-progress", "--seed", "7", "--lr", "0.02", "--double"]
-COMMON = ["--train-limit", "3200", "--max-steps", "50"] + RUN_FLAGS
+COMMON_STEPS = 20
+COMMON = (["--train-limit", str(64 * COMMON_STEPS), "--max-steps", str(COMMON_STEPS)] +
+          RUN_FLAGS)
 
 
 class Failure(Exception):
@@ -76,8 +82,8 @@ def equivalence(chorusrun, trainer, tmp, model_args, nps):
     run(chorusrun, trainer, 1, COMMON + model_args + ["--batch", "64", "--dump-params",
                                                       ref.replace("%d", "%r")])
     counters, _ = read_dump(ref % 0)
-    if counters["optimizer_steps"] != 50:
-        raise Failure(f"reference made {counters['optimizer_steps']} steps, not 50")
+    if counters["optimizer_steps"] != COMMON_STEPS:
+        raise Failure(f"reference made {counters['optimizer_steps']} steps, not {COMMON_STEPS}")
     for np_ in nps:
         out = os.path.join(tmp, f"np{np_}.%d")
         run(chorusrun, trainer, np_, COMMON + model_args + [
@@ -289,9 +295,10 @@ def case_accum(chorusrun, trainer, tmp):
     """2 ranks: batch 16 x accum 4 == batch 64; only the last micro-step all-reduces."""
     full = os.path.join(tmp, "full.%d")
     acc = os.path.join(tmp, "accum.%d")
-    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", "6400", "--batch",
+    limit = str(128 * COMMON_STEPS)  # global batch 128: one epoch of COMMON_STEPS steps
+    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", limit, "--batch",
                                          "64", "--dump-params", full.replace("%d", "%r")])
-    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", "6400", "--batch",
+    run(chorusrun, trainer, 2, COMMON + ["--model", "mlp", "--train-limit", limit, "--batch",
                                          "16", "--accum", "4", "--dump-params",
                                          acc.replace("%d", "%r")])
     expect_ranks_identical(acc, 2)
@@ -299,11 +306,11 @@ def case_accum(chorusrun, trainer, tmp):
     cf, _ = read_dump(full % 0)
     ca, _ = read_dump(acc % 0)
     print(f"counters: no accum {cf}, accum 4 {ca}")
-    if ca["micro_steps"] != 4 * ca["optimizer_steps"] or ca["optimizer_steps"] != 50:
+    if ca["micro_steps"] != 4 * ca["optimizer_steps"] or ca["optimizer_steps"] != COMMON_STEPS:
         raise Failure(f"accum run: {ca['micro_steps']} micro-steps for {ca['optimizer_steps']} steps")
     # All-reduces: one per bucket per optimizer step plus the fixed per-run ones (epoch
-    # summary); both runs must issue exactly the same number, i.e. none for the 150
-    # accumulation micro-steps.
+    # summary); both runs must issue exactly the same number, i.e. none for the
+    # 3 x COMMON_STEPS accumulation micro-steps.
     if ca["allreduce_calls"] != cf["allreduce_calls"]:
         raise Failure(f"accum run issued {ca['allreduce_calls']} all-reduces, "
                       f"the plain run {cf['allreduce_calls']}")
@@ -468,10 +475,11 @@ def case_bad_input(chorusrun, trainer, tmp):
 # LAYOUT_STEPS steps. With batch norm (the CNN), statistics are per micro-batch, so a
 # pipeline with M micro-batches matches one rank with batch 64/M and --accum M.
 EXACT = 1e-12
-# 20 steps (1280 samples at global batch 64), not COMMON's 50: a wrong shard, stage or
-# schedule shows from the first step, and these cases run 40 layouts of up to 4 ranks on two
-# cores (CI must stay under 30 minutes).
-LAYOUT_STEPS = 20
+# 8 steps (512 samples at global batch 64; 20 until the CI time cut), not COMMON's 20: a
+# wrong shard, stage or schedule shows from the first step (the peak of micro-batches in
+# flight too), every schedule runs its whole pattern each step, and these cases run 40
+# layouts of up to 4 ranks on two cores (CI must stay under 30 minutes).
+LAYOUT_STEPS = 8
 LAYOUT_COMMON = (["--train-limit", str(64 * LAYOUT_STEPS), "--max-steps", str(LAYOUT_STEPS)] +
                  RUN_FLAGS)
 
@@ -705,7 +713,9 @@ def case_layout_features(chorusrun, trainer, tmp):
 
 # ---- Parameter-server training (--ps-servers / --ps-colocated; trainer/ps_train.h) -------
 
-EXACT_PS = 1e-12  # acceptance: sync PS equals data parallel to 1e-12 (float64, 50 steps)
+# Acceptance: sync PS equals data parallel to 1e-12 (float64; measured over 50 steps, run in
+# CI over COMMON_STEPS).
+EXACT_PS = 1e-12
 
 # (ranks, layout flags): 2 workers each time, 1 or 2 dedicated servers, or colocated.
 PS_LAYOUTS = [(3, ["--ps-servers", "1"]), (4, ["--ps-servers", "2"]), (2, ["--ps-colocated"])]
@@ -719,8 +729,8 @@ def ps_run(chorusrun, trainer, tmp, tag, np_, args):
     if "parameter-server plan" not in out:
         raise Failure(f"{tag}: no shard plan printed\n{out}")
     counters, _ = read_dump(dump % 0)
-    if counters["optimizer_steps"] != 50:
-        raise Failure(f"{tag}: {counters['optimizer_steps']} steps, not 50")
+    if counters["optimizer_steps"] != COMMON_STEPS:
+        raise Failure(f"{tag}: {counters['optimizer_steps']} steps, not {COMMON_STEPS}")
     return dump
 
 
