@@ -58,4 +58,4 @@ def test_every_op_matches_gloo(n, init, tmp_path):
 @pytest.mark.parametrize("n", [2, 4])
 def test_ddp_matches_gloo(n, tmp_path):
     outs = run_ranks("ddp_worker.py", n, "env", tmp_path)
-    assert all("DDP 20 steps" in o for o in outs), outs
+    assert all("DDP 100 steps" in o for o in outs), outs
