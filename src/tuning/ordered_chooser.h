@@ -8,8 +8,10 @@
 // (the decider, rank 0) and reaches the others in a small message, and everything else
 // is a function of the calls' count, the same on every rank:
 //   - a size's first calls try each way in turn, kBlock calls each (the lower of the
-//     block's times counts: a block's first call may still wait for the last call of the
-//     way before);
+//     block's times but the first counts: a block's first call runs while the ranks are
+//     still out of step from the way before, ahead of or behind rank 0, so it may take
+//     more or less than the way's own time; on 2 hosts x 2 ranks with each host's ranks on
+//     one CPU, counting it chose worse ways at 32-64 KiB);
 //   - then the decider's choice (its Decision: the way, how many calls until the next try,
 //     which way that tries) goes out at the start of the next call (syncDue), and every rank
 //     applies it;
@@ -34,7 +36,7 @@ namespace chorus {
 class OrderedWayChooser {
  public:
   static constexpr int kMaxWays = 8;
-  static constexpr uint32_t kBlock = 2;          // calls of a way per try
+  static constexpr uint32_t kBlock = 3;          // calls of a way per try (the first not counted)
   static constexpr uint32_t kMinInterval = 32;   // calls of the chosen way between tries
   static constexpr uint32_t kMaxInterval = 512;  // ... while it keeps winning
   static constexpr double kMargin = 0.9;         // a try must be this much faster
@@ -118,8 +120,10 @@ class OrderedWayChooser {
       b.lastBest = ns;
       return;
     }
-    // A block (the first tries, or a try): the lower of its calls, fresh for each block.
-    if (b.inBlock == 0 || e <= 0 || ns < e) e = ns;
+    // A block (the first tries, or a try): the lower of its calls after the first, fresh
+    // for each block.
+    if (b.inBlock == 0) return;
+    if (b.inBlock == 1 || e <= 0 || ns < e) e = ns;
   }
 
   /// Every rank, after each call of `bytes` (nways: the size's ways, the same on every rank).

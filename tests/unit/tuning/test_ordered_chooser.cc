@@ -59,11 +59,12 @@ TEST(OrderedWayChooser, EveryRankTakesTheDecidersWayAndSettlesOnTheFastest) {
   const double cost[5] = {300e3, 180e3, 100e3, 250e3, 400e3};  // way 2 the fastest
   const Calls run = drive(ch, 256 << 10, 5, 3000, [&](int, int w) { return cost[w]; });
   // The first calls try each way, kBlock calls each, in order.
-  for (int c = 0; c < 10; ++c) EXPECT_EQ(run.ways[static_cast<size_t>(c)], c / 2) << c;
+  const int k = static_cast<int>(OrderedWayChooser::kBlock);
+  for (int c = 0; c < 5 * k; ++c) EXPECT_EQ(run.ways[static_cast<size_t>(c)], c / k) << c;
   int other = 0;
-  for (size_t c = 10; c < run.ways.size(); ++c) other += run.ways[c] != 2;
+  for (size_t c = 5 * k; c < run.ways.size(); ++c) other += run.ways[c] != 2;
   // Settled: a try of kBlock calls per interval (32, 64, ... up to 512 calls).
-  EXPECT_LT(other, 90) << "tries of the slower ways in 2990 calls";
+  EXPECT_LT(other, 45 * k) << "tries of the slower ways in about 3000 calls";
   EXPECT_EQ(run.ways.back(), 2);
   EXPECT_TRUE(ch[3].decided(256 << 10));
   EXPECT_FALSE(ch[3].decided(64 << 10)) << "another size learns on its own";
