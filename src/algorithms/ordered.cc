@@ -17,12 +17,15 @@
 // (allReduceDirect, the direct reduce-scatter); this file adds the rest, and
 // ordered_hosts.cc the all-reduce where shared memory does not join every pair.
 #include <algorithm>
+#include <cstdio>
 
 #include "src/algorithms/algorithms.h"
 #include "src/algorithms/ordered_hosts.h"
 #include "src/algorithms/ordered_rails.h"
 #include "src/algorithms/primitives.h"
 #include "src/core/checks.h"
+#include "src/core/debug.h"
+#include "src/core/wait.h"
 
 namespace chorus {
 
@@ -263,10 +266,108 @@ chorusResult_t runOrderedSteps(chorusComm* comm, const CollArgs& a, const Plan& 
   }
 }
 
+// The decider's Decision on the wire (the small LL message that starts a call whose
+// Decision is due: OrderedWayChooser::syncDue).
+struct WayMessage {
+  uint32_t magic;
+  uint32_t best, interval, tryWay;
+};
+constexpr uint32_t kWayMagic = 0x57a7e5u;
+
+uint64_t nextRandom(uint64_t* s) {  // xorshift64*: CHORUS_REPRO_SCHEDULE=random's draws
+  uint64_t x = *s != 0 ? *s : 0x2545f4914f6cdd1dull;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+// A reproducible all-reduce across hosts with several rank-order schedules to take
+// (commOrderedWays): the one CHORUS_REPRO_SCHEDULE names, or the one the chooser says
+// (src/tuning/ordered_chooser.h). The chooser's state is the same on every rank: it moves
+// with the calls' count, and where a Decision is due rank 0 makes it from its own times and
+// sends it to every other rank before the call (each waits for it), so every rank runs the
+// same schedule in every call. All of them add in rank order: the choice changes the time,
+// never the bits.
+chorusResult_t orderedRunChosen(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p,
+                                size_t bytes, const OrderedWay* ways, int nways) {
+  const int pin = comm->tuning.reproSchedule;
+  if (pin >= 0) {  // pinned: that schedule where it is one of this size's, else the plan's
+    OrderedWay w = OrderedWay::Plan;
+    for (int i = 0; i < nways; ++i)
+      if (static_cast<int>(ways[i]) == pin) w = ways[i];
+    return runOrderedSteps(comm, a, commOrderedWayPlan(comm, bytes, plan, w), p);
+  }
+  const bool random = pin == kOrderedWayRandom;
+  OrderedWayChooser& ch = comm->orderedWays;
+  const int n = comm->nranks, rank = comm->rank;
+  if (ch.syncDue(bytes)) {
+    OrderedWayChooser::Decision d;
+    if (rank == 0) {
+      d = ch.decide(bytes, nways);
+      // The test mode: a short interval, so Decisions (and changes) come every few calls.
+      if (random) d.interval = 1 + static_cast<uint32_t>(nextRandom(&comm->orderedWaysRng) % 4);
+      const WayMessage m{kWayMagic, d.best, d.interval, d.tryWay};
+      for (int r = 1; r < n; ++r) CHORUS_CHECK(p.sendLL(r, &m, sizeof m));
+    } else {
+      WayMessage m{};
+      CHORUS_CHECK(p.recvLL(0, &m, sizeof m));
+      if (m.magic != kWayMagic || m.best >= static_cast<uint32_t>(nways) ||
+          m.tryWay >= static_cast<uint32_t>(nways))
+        CHORUS_FAIL(chorusInternalError,
+                    "rank %d: all_reduce of %zu B: rank 0's schedule message is not one "
+                    "(magic %x, way %u, try %u of %d ways)",
+                    rank, bytes, m.magic, m.best, m.tryWay, nways);
+      d.best = m.best;
+      d.interval = m.interval;
+      d.tryWay = m.tryWay;
+    }
+    if (ch.apply(bytes, d, nways) && comm->orderedWayLogs < 256) {
+      // Every rank logs each change, with the call's number: the lines of all ranks must
+      // match (tests/multinode/repro_hosts.py compares them); rank 0 adds its figure.
+      ++comm->orderedWayLogs;
+      char why[64] = "";
+      if (rank == 0)
+        std::snprintf(why, sizeof why, " (rank 0's figure %.1f us)",
+                      ch.figure(bytes, static_cast<int>(d.best)) / 1e3);
+      CHORUS_INFO(kLogTuning,
+                  "reproducible all_reduce of %zu B (its bucket): schedule %s from call #%llu%s",
+                  bytes, orderedWayName(ways[d.best]),
+                  static_cast<unsigned long long>(comm->plans.record.seq), why);
+    }
+  }
+  const int w = ch.way(bytes);
+  const Plan wp = commOrderedWayPlan(comm, bytes, plan, ways[w]);
+  const int64_t t0 = rank == 0 ? nowNs() : 0;
+  CHORUS_CHECK(runOrderedSteps(comm, a, wp, p));
+  if (random) {
+    // The test mode: every rank's figures random, and each rank's different (its own
+    // draws), so only the Decision sent keeps the ranks on one schedule.
+    ch.record(bytes, w, 1e3 * static_cast<double>(1 + nextRandom(&comm->orderedWaysRng) % 1000));
+  } else if (rank == 0) {
+    ch.record(bytes, w, static_cast<double>(nowNs() - t0));
+  }
+  ch.advance(bytes, nways);
+  return chorusSuccess;
+}
+
 }  // namespace
 
 chorusResult_t orderedRun(chorusComm* comm, const CollArgs& a, const Plan& plan, Prims& p) {
-  const chorusResult_t r = runOrderedSteps(comm, a, plan, p);
+  static_assert(static_cast<int>(OrderedWay::Count) <= OrderedWayChooser::kMaxWays,
+                "a chooser figure per way");
+  chorusResult_t r;
+  OrderedWay ways[static_cast<int>(OrderedWay::Count)];
+  const size_t bytes = a.count * p.elemSize();
+  const int nways =
+      a.coll == Coll::AllReduce && comm->tuning.reproSchedule != static_cast<int>(OrderedWay::Plan)
+          ? commOrderedWays(comm, bytes, plan, ways)
+          : 1;
+  if (nways > 1)
+    r = orderedRunChosen(comm, a, plan, p, bytes, ways, nways);
+  else
+    r = runOrderedSteps(comm, a, plan, p);
   if (comm->plans.record.ranValid) comm->plans.record.ran.ordered = true;
   return r;
 }

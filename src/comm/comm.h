@@ -21,6 +21,7 @@
 #include "src/core/wait.h"
 #include "kernels/reduce_spec.h"
 #include "transports/transport.h"
+#include "src/tuning/ordered_chooser.h"
 #include "src/tuning/slot_stores.h"
 #include "src/tuning/tuning.h"
 
@@ -90,6 +91,9 @@ struct CommTuning {
   std::string proto;  // CHORUS_PROTO
   /// CHORUS_REPRODUCIBLE / chorusConfig_t::reproducible: float reductions add in rank order
   bool reproducible = false;
+  /// CHORUS_REPRO_SCHEDULE (orderedWayParse: kOrderedWayAuto, kOrderedWayRandom or an
+  /// OrderedWay), the same on every rank (commAgreeReproducible)
+  int reproSchedule = kOrderedWayAuto;
 };
 
 /// The communicator's cost-model tables (src/comm/plan.cc): built once, at init or at the
@@ -220,6 +224,13 @@ struct chorusComm {
   /// (src/tuning/slot_stores.h); used under execMutex. slotStoreLogs: INFO lines so far.
   chorus::SlotStoreChoosers slotStores;
   int slotStoreLogs = 0;
+  /// Reproducible all-reduce across hosts: which rank-order schedule each size takes
+  /// (CHORUS_REPRO_SCHEDULE=auto; src/tuning/ordered_chooser.h, src/algorithms/ordered.cc);
+  /// the same state on every rank, its choices from rank 0's times. Used under execMutex.
+  chorus::OrderedWayChooser orderedWays;
+  uint64_t orderedWaysRng = 0;  // CHORUS_REPRO_SCHEDULE=random: this rank's draws
+  int orderedWayLogs = 0;
+
   std::vector<chorus::UserOp> userOps;
   std::mutex userOpsMutex;
 
@@ -298,6 +309,13 @@ Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& c
 /// ranks h*k .. h*k+k-1), on 2 or more hosts; else 0. The same answer on every rank: the
 /// width of reproducible mode's leaders' rails (src/algorithms/ordered_rails.cc).
 int orderedRailsWidth(const chorusComm* comm);
+
+/// The rank-order schedules a reproducible all-reduce of `bytes` with plan `base` may take
+/// (orderedAllReduceWays over this communicator's tables and facts); *ways gets them, the
+/// return value their count (1: no choice). The same on every rank.
+int commOrderedWays(chorusComm* comm, size_t bytes, const Plan& base, OrderedWay* ways);
+/// The plan of way `w` for that call (orderedWayPlan).
+Plan commOrderedWayPlan(chorusComm* comm, size_t bytes, const Plan& base, OrderedWay w);
 
 /// Validates a communicator handle passed by the user.
 chorusResult_t commCheck(const chorusComm* comm, const char* api);

@@ -101,6 +101,7 @@ PlanKnobs knobsOf(const chorusComm* comm) {
   k.crowded = comm->maxRanksPerKernelCpu > 1.0;
   k.railsFit = t.railsWidth != 0;
   k.hostCpusShared = t.hostCpusShared;
+  k.railsWidth = t.railsWidth;
   return k;
 }
 
@@ -111,6 +112,15 @@ void commTuningInit(chorusComm* comm) {
   comm->tuning.railsWidth = orderedRailsWidth(comm);
   comm->tuning.hostCpusShared = hostCpusShared(comm);
   if (comm->nranks > 1) (void)tables(comm);
+}
+
+int commOrderedWays(chorusComm* comm, size_t bytes, const Plan& base, OrderedWay* ways) {
+  const TuningTables* tab = comm->nranks > 1 ? &tables(comm) : nullptr;
+  return orderedAllReduceWays(tab, knobsOf(comm), bytes, base, ways);
+}
+
+Plan commOrderedWayPlan(chorusComm* comm, size_t bytes, const Plan& base, OrderedWay w) {
+  return orderedWayPlan(knobsOf(comm), bytes, base, w);
 }
 
 Plan commChoosePlan(chorusComm* comm, Coll coll, size_t bytes, const PlanCall& call) {

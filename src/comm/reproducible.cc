@@ -26,12 +26,31 @@ bool reproducibleRequested(const chorusConfig_t* config) {
 
 chorusResult_t commAgreeReproducible(chorusComm* comm, bool wanted) {
   const int n = comm->nranks;
-  std::vector<int32_t> all(static_cast<size_t>(n), 0);
-  all[static_cast<size_t>(comm->rank)] = wanted ? 1 : 0;
-  if (n > 1) CHORUS_CHECK(comm->bootstrap->allGather(all.data(), sizeof(int32_t)));
+  // Each rank's wish and its CHORUS_REPRO_SCHEDULE: ranks on different schedules would
+  // wait for messages their peers never send.
+  const std::string& schedText = paramString(Param::ReproSchedule);
+  const int sched = orderedWayParse(schedText.c_str());
+  if (sched == -3)
+    CHORUS_FAIL(chorusInvalidUsage,
+                "rank %d: CHORUS_REPRO_SCHEDULE=%s: expected auto, plan, swap, chain, chain8, "
+                "rails, rails2 or random",
+                comm->rank, schedText.c_str());
+  std::vector<int32_t> all(2 * static_cast<size_t>(n), 0);
+  all[2 * static_cast<size_t>(comm->rank)] = wanted ? 1 : 0;
+  all[2 * static_cast<size_t>(comm->rank) + 1] = sched;
+  if (n > 1) CHORUS_CHECK(comm->bootstrap->allGather(all.data(), 2 * sizeof(int32_t)));
+  for (int r = 0; r < n; ++r)
+    if (all[2 * static_cast<size_t>(r) + 1] != sched)
+      CHORUS_FAIL(chorusInvalidUsage,
+                  "rank %d: the ranks disagree on CHORUS_REPRO_SCHEDULE: rank %d asked for "
+                  "%d, this rank for %s (%d); every rank of a communicator must ask for the "
+                  "same",
+                  comm->rank, r, all[2 * static_cast<size_t>(r) + 1], schedText.c_str(), sched);
+  comm->tuning.reproSchedule = sched;
+  comm->orderedWaysRng = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(comm->rank + 1);
   std::string on, off;
   for (int r = 0; r < n; ++r) {
-    std::string& side = all[static_cast<size_t>(r)] != 0 ? on : off;
+    std::string& side = all[2 * static_cast<size_t>(r)] != 0 ? on : off;
     if (side.size() < 60) side += (side.empty() ? "" : ",") + std::to_string(r);
   }
   if (!on.empty() && !off.empty())

@@ -192,6 +192,12 @@ const ParamInfo kParams[] = {
      "CPU that holds more than its share of them steps to an allowed CPU that holds fewer "
      "(at most every 100 ms per rank; its affinity mask is left as it was); 0: the kernel's "
      "placement alone."},
+    {"CHORUS_REPRO_SCHEDULE", "auto",
+     "Reproducible all-reduce across hosts (equal, contiguous runs of ranks), 16 KiB to 4 MiB: "
+     "auto: rank 0 times the rank-order schedules (swap, chain, chain8, rails, rails2) and "
+     "picks per size for every rank; plan: the fixed plan's schedule, untimed; a schedule's "
+     "name: that one where it applies; random: a test mode (random figures, frequent "
+     "changes). Every schedule gives the same bits; every rank must use the same value."},
 };
 static_assert(sizeof(kParams) / sizeof(kParams[0]) == static_cast<int>(Param::Count),
               "one table row per Param");

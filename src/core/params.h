@@ -72,6 +72,7 @@ enum class Param : int {
   AsymFence,           // CHORUS_ASYM_FENCE
   PairCells,           // CHORUS_PAIR_CELLS
   CrowdBalance,        // CHORUS_CROWD_BALANCE
+  ReproSchedule,       // CHORUS_REPRO_SCHEDULE
   Count
 };
 

@@ -4,6 +4,7 @@
 // ((x0 + x1) + x2) + ..., on whichever rank owns the element (src/algorithms/ordered.cc says
 // why each does): the choice below is only about speed, never about the bits.
 #include <algorithm>
+#include <cstring>
 
 #include "src/tuning/output_stores.h"
 #include "src/tuning/tuning.h"
@@ -47,7 +48,100 @@ constexpr size_t kOrderedLeadersChainMinBytes = 64 << 10;
 // in quarters).
 constexpr size_t kOrderedLeadersPieceMinBytes = 32 << 10;
 
+// Both chains: pieces of half the call, at least `minBytes`, at most a slot.
+size_t halfTheCall(const PlanKnobs& k, size_t bytes, size_t minBytes) {
+  return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) & ~size_t{63};
+}
+
+// The sizes whose calls orderedAllReduceWays lets choose among schedules (its comment).
+constexpr size_t kOrderedWaysMinBytes = 16 << 10;
+constexpr size_t kOrderedWaysMaxBytes = 4 << 20;  // (exclusive)
+
 }  // namespace
+
+const char* orderedWayName(OrderedWay w) {
+  switch (w) {
+    case OrderedWay::Plan: return "plan";
+    case OrderedWay::Swap: return "swap";
+    case OrderedWay::LeadersChain: return "chain";
+    case OrderedWay::LeadersChain8: return "chain8";
+    case OrderedWay::Rails: return "rails";
+    case OrderedWay::RailsHalves: return "rails2";
+    case OrderedWay::Count: break;
+  }
+  return "?";
+}
+
+int orderedWayParse(const char* s) {
+  if (s == nullptr || *s == '\0' || std::strcmp(s, "auto") == 0) return kOrderedWayAuto;
+  if (std::strcmp(s, "random") == 0) return kOrderedWayRandom;
+  for (int w = 0; w < static_cast<int>(OrderedWay::Count); ++w)
+    if (std::strcmp(s, orderedWayName(static_cast<OrderedWay>(w))) == 0) return w;
+  return -3;
+}
+
+Plan orderedWayPlan(const PlanKnobs& k, size_t bytes, const Plan& base, OrderedWay w) {
+  Plan p = base;
+  switch (w) {
+    case OrderedWay::Swap:
+      p.proto = Proto::LL;
+      p.viaLeaders = true;
+      p.chain = false;
+      break;
+    case OrderedWay::LeadersChain:
+    case OrderedWay::LeadersChain8:
+      p.proto = Proto::LL;
+      p.viaLeaders = true;
+      p.chain = true;
+      p.pieceBytes =
+          w == OrderedWay::LeadersChain
+              ? halfTheCall(k, bytes, kOrderedLeadersPieceMinBytes)
+              : std::min(std::max<size_t>(bytes / 8, 4 << 10), std::max<size_t>(k.slotBytes, 64)) &
+                    ~size_t{63};
+      break;
+    case OrderedWay::Rails:
+    case OrderedWay::RailsHalves: {
+      p.proto = Proto::Simple;
+      p.viaLeaders = false;
+      p.chain = true;
+      const size_t parts = static_cast<size_t>(std::max(k.railsWidth, 1));
+      p.pieceBytes = w == OrderedWay::Rails
+                         ? halfTheCall(k, bytes, 16 << 10)
+                         : std::min(std::max<size_t>(bytes / (2 * parts), 16 << 10),
+                                    std::max<size_t>(k.slotBytes, 64)) &
+                               ~size_t{63};
+      break;
+    }
+    case OrderedWay::Plan:
+    case OrderedWay::Count: break;
+  }
+  return p;
+}
+
+int orderedAllReduceWays(const TuningTables* tables, const PlanKnobs& k, size_t bytes,
+                         const Plan& base, OrderedWay* ways) {
+  ways[0] = OrderedWay::Plan;
+  const bool unrestricted =
+      tables == nullptr || (inMask(tables->algoMask, static_cast<int>(Algo::Direct)) &&
+                            inMask(tables->protoMask, static_cast<int>(Proto::LL)) &&
+                            inMask(tables->protoMask, static_cast<int>(Proto::Simple)));
+  if (!base.ordered || base.pairCells || base.algo != Algo::Direct || k.allShm || !k.railsFit ||
+      k.railsWidth < 2 || k.llBytes == 0 || !unrestricted || bytes < kOrderedWaysMinBytes ||
+      bytes >= kOrderedWaysMaxBytes || !(base.viaLeaders || base.chain))
+    return 1;
+  // The same list for every size of a power-of-two bucket (thresholds are powers of two),
+  // whichever of them orderedPlan picked: the swap up to 256 KiB (above, it carried a host's
+  // inputs at 1.6x the default on 2 x 2, docs/PERF.md#perf-z3repro), the leaders' chain in
+  // eighths from 256 KiB and the rails in halves of a part from 128 KiB (smaller, their
+  // pieces fall under 32 and 16 KiB, where tcp pieces cost more than they overlap).
+  int n = 0;
+  if (bytes < (512 << 10)) ways[n++] = OrderedWay::Swap;
+  ways[n++] = OrderedWay::LeadersChain;
+  if (bytes >= (256 << 10)) ways[n++] = OrderedWay::LeadersChain8;
+  ways[n++] = OrderedWay::Rails;
+  if (bytes >= (128 << 10)) ways[n++] = OrderedWay::RailsHalves;
+  return n;
+}
 
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                  const PlanCall& call, Plan* p) {
@@ -115,11 +209,6 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
     // eighth, 1.7-1.9x the default at 256-512 KiB; a quarter, 1.4-1.5x; half, 1.2-1.5x; a
     // 32nd, 2.1-3.2x at 256 KiB-1 MiB; the rails in halves or quarters of a k-th, 1.0-1.3x
     // and 1.1-2.2x at 128 KiB-4 MiB where one piece per k-th was 0.9-1.1x.
-    // Both chains: pieces of half the call, at least `minBytes`, at most a slot.
-    auto halfTheCall = [&](size_t minBytes) {
-      return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) &
-             ~size_t{63};
-    };
     // From kOrderedLeadersChainMinBytes, where the layout fits the rails, the rails rather
     // than the leaders' chain: with the sockets no longer paced (docs/PERF.md#perf-r36tail)
     // they took 0.69-0.70x the default's time at 64 KiB with one rank of each host per CPU
@@ -138,12 +227,12 @@ bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size
       p->viaLeaders = true;
       if (bytes >= kOrderedLeadersChainMinBytes) {
         p->chain = true;  // the leaders' chain
-        p->pieceBytes = halfTheCall(kOrderedLeadersPieceMinBytes);
+        p->pieceBytes = halfTheCall(k, bytes, kOrderedLeadersPieceMinBytes);
       }
     } else {
       p->proto = Proto::Simple;
       p->chain = true;
-      p->pieceBytes = halfTheCall(16 << 10);
+      p->pieceBytes = halfTheCall(k, bytes, 16 << 10);
     }
   }
   // A restriction that leaves out direct (or the protocol) cannot keep the order: this plan

@@ -300,6 +300,8 @@ struct PlanKnobs {
   /// affinity masks, PeerInfo::ncpus; the same on every rank): there the ranks of a host
   /// take turns on a CPU.
   bool hostCpusShared = false;
+  /// Where railsFit: the ranks per host (the rails side by side, orderedRailsWidth).
+  int railsWidth = 0;
 };
 
 /// What a call brings besides its collective and size.
@@ -336,6 +338,30 @@ Plan choosePlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_
 /// On 1 or 2 ranks every plan adds in rank order already (a + b == b + a in IEEE).
 bool orderedPlan(const TuningTables* tables, const PlanKnobs& k, Coll coll, size_t bytes,
                  const PlanCall& call, Plan* p);
+
+/// The rank-order schedules of a reproducible all-reduce across hosts, by name: the leaders'
+/// swap, the leaders' chain in pieces of half the call or of an eighth, the leaders' rails
+/// in one piece a part (half the call's pieces, as orderedPlan gives) or in halves of a part
+/// (src/algorithms/ordered_hosts.cc, ordered_rails.cc). Each adds in rank order: which one
+/// runs changes the time, never the bits. `Plan` stands for orderedPlan's own choice.
+enum class OrderedWay : int { Plan, Swap, LeadersChain, LeadersChain8, Rails, RailsHalves, Count };
+const char* orderedWayName(OrderedWay w);
+/// CHORUS_REPRO_SCHEDULE's values: a way's name, "plan", "auto" (-1) or "random" (-2);
+/// -3 for a name it does not know.
+int orderedWayParse(const char* s);
+constexpr int kOrderedWayAuto = -1;
+constexpr int kOrderedWayRandom = -2;
+
+/// The ways a reproducible all-reduce of `bytes` whose plan is `base` (orderedPlan's) may
+/// take instead, base's own first (ways[0] is base's way), at most (int)OrderedWay::Count;
+/// returns how many (1: base's alone, no choice). Several only for an all-reduce across
+/// hosts that hold equal, contiguous runs of ranks (k.railsFit), from 16 KiB to below
+/// 4 MiB, where no CHORUS_ALGO / CHORUS_PROTO restriction applies; the set is the same for
+/// every size of a power-of-two bucket (src/tuning/ordered_chooser.h learns per bucket).
+int orderedAllReduceWays(const TuningTables* tables, const PlanKnobs& k, size_t bytes,
+                         const Plan& base, OrderedWay* ways);
+/// The plan of way `w` for an all-reduce of `bytes` (base: orderedPlan's, for `Plan`).
+Plan orderedWayPlan(const PlanKnobs& k, size_t bytes, const Plan& base, OrderedWay w);
 
 /// Half a piece of halving on the pair cells for `bytes`: half the call, whole lines, up to a
 /// cell (so a piece is two cells).

@@ -19,6 +19,13 @@ chorusrun in these layouts:
   4 x 1: the 2 x 2 and 4 x 1 runs must not both match the reference (digest equal to the
   reproducible one): their default plans add in other orders, so without the mode the test
   sees other bits. (Logged, not required: whether the one-host default differs from them.)
+- The schedule chooser (CHORUS_REPRO_SCHEDULE, src/tuning/ordered_chooser.h) on 2 x 2,
+  3 x 2 and 2 x 3: with CHORUS_REPRO_SCHEDULE=random (each rank's figures random and its
+  own, a decision every 1-4 calls) repro_check runs float32 and float64 sums of 16 KiB -
+  2 MiB 24 times each (`--repeat 24`: every call's bits equal to the first's, the first
+  exact); every rank must log the same schedule changes at the same calls, and at least
+  three schedules must have run. Then the same with CHORUS_REPRO_SCHEDULE=auto (rank 0's
+  real times): exact, and the ranks' changes equal.
 """
 import os
 import re
@@ -78,6 +85,43 @@ def inner(src, build):
            "default mode gave the rank-order bits in every multi-host layout (%s): the test "
            "cannot tell the reproducible mode from the default" % default)
     log("default mode: %s against the rank-order digest %s" % (default, reference[4]))
+    # The schedule chooser: every rank on the same schedule in every call.
+    for shape in [[2, 2], [2, 2, 2], [3, 3]]:
+        for mode in ["random", "auto"]:
+            chooser_run(c, shape, mode)
+
+
+# "... schedule chain8 from call #137" from rank [r] (src/algorithms/ordered.cc)
+SCHEDULE_LINE = re.compile(r"\[(\d+)\] chorus INFO .*reproducible all_reduce of (\d+) B "
+                           r"\(its bucket\): schedule (\w+) from call #(\d+)")
+
+
+def chooser_run(c, per_host, mode):
+    n = sum(per_host)
+    env = {"CHORUS_REPRODUCIBLE": "1", "CHORUS_TIMEOUT_S": "60", "CHORUS_REPRO_SCHEDULE": mode,
+           "CHORUS_DEBUG": "INFO", "CHORUS_DEBUG_SUBSYS": "TUNING"}
+    # float32 counts of 16, 20, 160, 400 KiB and 1.2 MiB, float64 of 2 MiB: the chooser's
+    # buckets from 16 KiB to 4 MiB, each with its own set of schedules
+    args = [c.exe(CHECK), "--expect", "exact", "--types", "float32,float64", "--ops", "sum",
+            "--colls", "all_reduce", "--registered", "no", "--repeat", "24",
+            "--counts", "4096,5000,40000,100000,300000,262144"]
+    _, out, err, took = c.chorusrun(spec_of(c, per_host), args, env=env, timeout=TIMEOUT_S)
+    changes = {r: [] for r in range(n)}
+    for m in SCHEDULE_LINE.finditer(out + err):
+        changes[int(m.group(1))].append((int(m.group(4)), int(m.group(2)), m.group(3)))
+    expect(changes[0], "CHORUS_REPRO_SCHEDULE=%s on %s: no schedule line (CHORUS_DEBUG=INFO)"
+           % (mode, spec_of(c, per_host)))
+    for r in range(n):
+        expect(changes[r] == changes[0],
+               "CHORUS_REPRO_SCHEDULE=%s on %s: rank %d logged other schedule changes than rank "
+               "0:\n  rank 0: %s\n  rank %d: %s" % (mode, spec_of(c, per_host), r,
+                                                     changes[0][:20], r, changes[r][:20]))
+    ran = sorted(set(w for _, _, w in changes[0]))
+    if mode == "random":
+        expect(len(ran) >= 3, "CHORUS_REPRO_SCHEDULE=random on %s: only %s ran"
+               % (spec_of(c, per_host), ran))
+    log("CHORUS_REPRO_SCHEDULE=%s on %s: exact, %d schedule changes alike on %d ranks (%s) "
+        "(%.1f s)" % (mode, spec_of(c, per_host), len(changes[0]), n, ",".join(ran), took))
 
 
 def main():

@@ -4,7 +4,7 @@
 //   chorusrun -np N repro_check [--expect exact|report|differ] [--threads N] [--seed S]
 //       [--types float32,float64,bfloat16,float16] [--ops sum,avg,prod]
 //       [--colls all_reduce,reduce,reduce_scatter] [--counts 1,7,1000,...]
-//       [--registered both|yes|no] [--verbose]
+//       [--registered both|yes|no] [--repeat N] [--verbose]
 //
 // A plain Chorus program (public API and environment only: CHORUS_REPRODUCIBLE, CHORUS_ALGO,
 // ... come from the environment, so it runs under chorusrun, over tcp between namespaced
@@ -18,6 +18,9 @@
 //   --expect report  counts the cases that differ from the reference and exits 0.
 //   --expect differ  the same, but fails when no case differs: a default-mode run that shows
 //                    the check can see a different order (so an exact pass means something).
+//   --repeat N       runs each case N times on the same inputs and fails unless every call's
+//                    result equals the first's bit for bit (the schedule may change between
+//                    calls: CHORUS_REPRO_SCHEDULE=random); the first is checked as above.
 // Every run prints a digest (FNV-1a of every rank's results, in rank order) so two runs can
 // be compared.
 //
@@ -54,6 +57,7 @@ struct Options {
   std::vector<std::string> colls{"all_reduce", "reduce", "reduce_scatter"};
   std::vector<size_t> counts{1, 7, 1000, 4099, 16384, 70001};
   int registered = 2;  // 0 no, 1 yes, 2 both
+  int repeat = 1;      // calls per case (--repeat)
   bool verbose = false;
 };
 
@@ -70,7 +74,7 @@ std::vector<std::string> splitList(const std::string& s) {
   std::fprintf(stderr,
                "repro_check: %s\nusage: repro_check [--expect exact|report|differ] [--threads N] "
                "[--seed S] [--types LIST] [--ops sum,avg,prod] [--colls LIST] [--counts LIST] "
-               "[--registered both|yes|no] [--verbose]\n",
+               "[--registered both|yes|no] [--repeat N] [--verbose]\n",
                msg);
   std::exit(2);
 }
@@ -107,6 +111,9 @@ Options parse(int argc, char** argv) {
       const std::string v = val();
       o.registered = v == "no" ? 0 : v == "yes" ? 1 : v == "both" ? 2 : -1;
       if (o.registered < 0) usage("--registered takes both, yes or no");
+    } else if (a == "--repeat") {
+      o.repeat = std::atoi(val().c_str());
+      if (o.repeat < 1) usage("--repeat takes a count >= 1");
     } else if (a == "--verbose") {
       o.verbose = true;
     } else {
@@ -320,30 +327,42 @@ bool runCase(Rank& me, const Options& o, uint64_t caseId, const Case& c) {
     return false;
   }
   char* inp = static_cast<char*>(in.p);
-  for (size_t i = 0; i < inCount; ++i)
-    store(c.type, inp + i * es, inputValue(o.seed, caseId, rank, i, c.type, c.op));
   char* outp =
       c.inPlace
           ? (c.coll == Coll::ReduceScatter ? inp + static_cast<size_t>(rank) * c.count * es : inp)
           : static_cast<char*>(out.p);
   chorusResult_t r = chorusSuccess;
   const chorusDataType_t dt = chorusType(c.type);
-  switch (c.coll) {
-    case Coll::AllReduce:
-      r = chorusAllReduce(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
-      break;
-    case Coll::Reduce:
-      r = chorusReduce(inp, outp, c.count, dt, chorusOp(c.op), c.root, me.comm, nullptr);
-      break;
-    case Coll::ReduceScatter:
-      r = chorusReduceScatter(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
-      break;
+  std::vector<char> first;  // --repeat: the first call's result
+  for (int rep = 0; rep < o.repeat; ++rep) {
+    for (size_t i = 0; i < inCount; ++i)
+      store(c.type, inp + i * es, inputValue(o.seed, caseId, rank, i, c.type, c.op));
+    switch (c.coll) {
+      case Coll::AllReduce:
+        r = chorusAllReduce(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
+        break;
+      case Coll::Reduce:
+        r = chorusReduce(inp, outp, c.count, dt, chorusOp(c.op), c.root, me.comm, nullptr);
+        break;
+      case Coll::ReduceScatter:
+        r = chorusReduceScatter(inp, outp, c.count, dt, chorusOp(c.op), me.comm, nullptr);
+        break;
+    }
+    if (r != chorusSuccess) {
+      std::fprintf(stderr, "repro_check: rank %d: %s failed: %s: %s\n", rank, caseText(c).c_str(),
+                   chorusGetErrorString(r), chorusGetLastError(me.comm));
+      return false;
+    }
+    if (c.coll == Coll::Reduce && rank != c.root) continue;
+    if (rep == 0) {
+      first.assign(outp, outp + outCount * es);
+    } else if (std::memcmp(first.data(), outp, outCount * es) != 0) {
+      std::fprintf(stderr, "repro_check: rank %d: %s: call %d of %d differs from the first\n", rank,
+                   caseText(c).c_str(), rep + 1, o.repeat);
+      ++me.failures;
+    }
   }
-  if (r != chorusSuccess) {
-    std::fprintf(stderr, "repro_check: rank %d: %s failed: %s: %s\n", rank, caseText(c).c_str(),
-                 chorusGetErrorString(r), chorusGetLastError(me.comm));
-    return false;
-  }
+  if (!first.empty()) std::memcpy(outp, first.data(), first.size());
   if (c.coll == Coll::Reduce && rank != c.root) return true;  // nothing of ours to check
   ++me.cases;
   me.digest = fnv(me.digest, outp, outCount * es);

@@ -1068,3 +1068,67 @@ TEST(OrderedPlan, AcrossHostsThe64KiBCallKeepsTheLeadersChainWhereAHostsRanksSha
     EXPECT_EQ(above.proto, chorus::Proto::Simple) << shared;
   }
 }
+
+// The schedules a reproducible all-reduce across hosts may choose among
+// (orderedAllReduceWays, src/tuning/ordered_chooser.h): the same list for every size of a
+// power-of-two bucket, whichever schedule orderedPlan picked there, and that one always in
+// it, with the same plan (the chooser's `rails` at 128 KiB is orderedPlan's rails, and so
+// on); none outside 16 KiB - 4 MiB, where the layout does not fit the rails, on shared
+// memory alone, or under a CHORUS_ALGO / CHORUS_PROTO restriction.
+TEST(OrderedPlan, AcrossHostsTheWaysAreOnePerBucketAndHoldThePlansOwn) {
+  const size_t K = 1024;
+  chorus::PlanKnobs k = reproducibleAcrossHosts();
+  chorus::PlanCall call;
+  call.orderMatters = true;
+  for (bool shared : {false, true}) {
+    k.railsFit = true;
+    k.railsWidth = 2;
+    k.hostCpusShared = shared;
+    for (size_t lo = 16 * K; lo < 4096 * K; lo *= 2) {
+      std::vector<chorus::OrderedWay> first;
+      for (size_t bytes : {lo, lo + 64, lo + lo / 3, 2 * lo - 64}) {
+        chorus::Plan base;
+        ASSERT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, bytes, call, &base));
+        chorus::OrderedWay ways[static_cast<int>(chorus::OrderedWay::Count)];
+        const int n = chorus::orderedAllReduceWays(nullptr, k, bytes, base, ways);
+        ASSERT_GE(n, 3) << bytes;
+        std::vector<chorus::OrderedWay> these(ways, ways + n);
+        if (first.empty()) first = these;
+        EXPECT_EQ(these, first) << bytes << " B: not the bucket's list";
+        int same = 0;
+        for (int i = 0; i < n; ++i) {
+          EXPECT_NE(ways[i], chorus::OrderedWay::Plan);
+          const chorus::Plan w = chorus::orderedWayPlan(k, bytes, base, ways[i]);
+          EXPECT_TRUE(w.ordered);
+          if (w.viaLeaders == base.viaLeaders && w.chain == base.chain && w.proto == base.proto &&
+              w.pieceBytes == base.pieceBytes)
+            ++same;
+        }
+        EXPECT_GE(same, 1) << bytes << " B (shared " << shared << "): orderedPlan's own "
+                           << chorus::planText(base) << " is not among the ways";
+      }
+    }
+    chorus::Plan base;
+    chorus::OrderedWay ways[static_cast<int>(chorus::OrderedWay::Count)];
+    for (size_t bytes : {size_t{8 * K}, 16 * K - 4, 4096 * K, 64 * 1024 * K}) {
+      ASSERT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, bytes, call, &base));
+      EXPECT_EQ(chorus::orderedAllReduceWays(nullptr, k, bytes, base, ways), 1) << bytes;
+    }
+  }
+  chorus::Plan base;
+  chorus::OrderedWay ways[static_cast<int>(chorus::OrderedWay::Count)];
+  k.railsFit = false;
+  k.railsWidth = 0;
+  ASSERT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, 256 * K, call, &base));
+  EXPECT_EQ(chorus::orderedAllReduceWays(nullptr, k, 256 * K, base, ways), 1);
+  k.railsFit = true;
+  k.railsWidth = 2;
+  k.allShm = true;
+  ASSERT_TRUE(chorus::orderedPlan(nullptr, k, Coll::AllReduce, 256 * K, call, &base));
+  EXPECT_EQ(chorus::orderedAllReduceWays(nullptr, k, 256 * K, base, ways), 1);
+  EXPECT_EQ(chorus::orderedWayParse("auto"), chorus::kOrderedWayAuto);
+  EXPECT_EQ(chorus::orderedWayParse("random"), chorus::kOrderedWayRandom);
+  EXPECT_EQ(chorus::orderedWayParse("chain8"), static_cast<int>(chorus::OrderedWay::LeadersChain8));
+  EXPECT_EQ(chorus::orderedWayParse("plan"), static_cast<int>(chorus::OrderedWay::Plan));
+  EXPECT_EQ(chorus::orderedWayParse("ring"), -3);
+}
