@@ -25,7 +25,7 @@ chorusrun in these layouts:
   2 MiB 24 times each (`--repeat 24`: every call's bits equal to the first's, the first
   exact); every rank must log the same schedule changes at the same calls, and at least
   three schedules must have run. Then the same with CHORUS_REPRO_SCHEDULE=auto (rank 0's
-  real times): exact, and the ranks' changes equal.
+  real times) on 2 x 2: exact, and the ranks' changes equal.
 """
 import os
 import re
@@ -86,9 +86,12 @@ def inner(src, build):
            "cannot tell the reproducible mode from the default" % default)
     log("default mode: %s against the rank-order digest %s" % (default, reference[4]))
     # The schedule chooser: every rank on the same schedule in every call.
+    # random (each rank's figures its own: only rank 0's Decision keeps them together) on
+    # every shape; auto (rank 0's real times, the same messages) on 2 x 2 only: its 3 x 2
+    # and 2 x 3 runs added 14 s to CI and no path random's runs there do not take.
     for shape in [[2, 2], [2, 2, 2], [3, 3]]:
-        for mode in ["random", "auto"]:
-            chooser_run(c, shape, mode)
+        chooser_run(c, shape, "random")
+    chooser_run(c, [2, 2], "auto")
 
 
 # "... schedule chain8 from call #137" from rank [r] (src/algorithms/ordered.cc)
