@@ -25,9 +25,9 @@ std::string findFile(const std::string& dir, const std::string& base) {
 
 }  // namespace
 
-ImageSet loadFashionMnist(const std::string& dir, const std::string& split) {
-  IdxArray images = readIdx(findFile(dir, split + "-images-idx3-ubyte"), 3);
-  IdxArray labels = readIdx(findFile(dir, split + "-labels-idx1-ubyte"), 1);
+ImageSet loadFashionMnist(const std::string& dir, const std::string& split, int64_t limit) {
+  IdxArray images = readIdx(findFile(dir, split + "-images-idx3-ubyte"), 3, limit);
+  IdxArray labels = readIdx(findFile(dir, split + "-labels-idx1-ubyte"), 1, limit);
   if (images.items() != labels.items())
     throw std::runtime_error("Fashion-MNIST " + split + ": " + std::to_string(images.items()) +
                              " images but " + std::to_string(labels.items()) + " labels");

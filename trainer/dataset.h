@@ -16,8 +16,9 @@ struct ImageSet {
   std::vector<uint8_t> labels;
 };
 
-/// Loads split "train" or "t10k" from `dir`. Throws std::runtime_error with the apt
-/// command to run when the files are missing, or with what is wrong with them.
-ImageSet loadFashionMnist(const std::string& dir, const std::string& split);
+/// Loads split "train" or "t10k" from `dir`: its first `limit` samples where limit > 0
+/// (--train-limit, --test-limit), else all. Throws std::runtime_error with the apt command
+/// to run when the files are missing, or with what is wrong with them.
+ImageSet loadFashionMnist(const std::string& dir, const std::string& split, int64_t limit = 0);
 
 }  // namespace trainer

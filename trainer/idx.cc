@@ -43,7 +43,7 @@ class GzFile {
 
 }  // namespace
 
-IdxArray readIdx(const std::string& path, int expectedRank) {
+IdxArray readIdx(const std::string& path, int expectedRank, int64_t maxItems) {
   GzFile f(path);
   uint32_t magic = f.readBigEndian32();
   // Magic: two zero bytes, the element type, the number of dimensions.
@@ -56,6 +56,7 @@ IdxArray readIdx(const std::string& path, int expectedRank) {
   for (int i = 0; i < expectedRank; ++i) {
     int64_t d = f.readBigEndian32();
     if (d <= 0 || d > kMaxItems) throw std::runtime_error(path + ": bad dimension size");
+    if (i == 0 && maxItems > 0 && maxItems < d) d = maxItems;  // the rest is never inflated
     a.dims.push_back(d);
     total *= d;
     if (total > kMaxItems * 1024) throw std::runtime_error(path + ": implausibly large");

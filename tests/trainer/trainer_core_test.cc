@@ -95,6 +95,11 @@ TEST(Idx, ReadsImagesAndRejectsBadFiles) {
   EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 2, 3}));
   EXPECT_EQ(a.data.size(), 12u);
   EXPECT_EQ(a.data[11], 11);
+  // --train-limit: only the first items are read, the same bytes as the whole file's.
+  IdxArray first = readIdx(writeGz("img1.gz", images), 3, 1);
+  EXPECT_EQ(first.dims, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(first.data, std::vector<uint8_t>(a.data.begin(), a.data.begin() + 6));
+  EXPECT_EQ(readIdx(writeGz("img5.gz", images), 3, 5).dims, a.dims);  // a limit past the end
   EXPECT_THROW(readIdx(writeGz("img2.gz", images), 1), std::runtime_error);  // wrong rank
   images.resize(images.size() - 1);
   EXPECT_THROW(readIdx(writeGz("short.gz", images), 3), std::runtime_error);  // truncated
