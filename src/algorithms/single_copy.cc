@@ -73,9 +73,9 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 // all-gather's FIFO took 109-113 us a call forced (`CHORUS_CMA_MAX=0`, every call leased),
 // where the chooser's timed FIFO calls read 300-331 us as the size's first tries and 143-244
 // us as tries after CMA calls (the one uncounted call after a switch does not cover it; why
-// those calls run slow was not measured): the chooser took CMA
-// (175-200 us) for most of a run, and auto read 129-176 us against the FIFO's 109-113
-// (docs/PERF.md#perf-agfar). Its rank 0 (the decider) times its FIFO leases alike.
+// those calls run slow was not measured): the chooser took CMA (175-200 us) for most of a
+// run, and auto read 129-176 us against the FIFO's 109-113 (docs/PERF.md#perf-agfar). Its
+// rank 0 (the decider) times its FIFO leases alike.
 bool fifoJudgedOnLeases(Coll c) { return c == Coll::Gather || c == Coll::AllGather; }
 
 // The lease such a rank offers with a FIFO call that the chooser times (its first tries, a
