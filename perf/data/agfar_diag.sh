@@ -1,7 +1,7 @@
 #!/bin/bash
 # agfar sittings: all-gather np 2 at 4K-128M on this Zen 3 guest, per window: each copy path
 # forced (sitting 1), main vs branch vs Open MPI / Intel MPI (sitting 2: VARS="main auto mpi
-# impi fifo" ROUNDS=5; main = /work/main/build-final, auto = this branch's build-rel). The
+# impi" ROUNDS=5; main = /work/main/build-final, auto = this branch's build-rel). The
 # order of the variants rotates each round (sitting 1 ran a fixed order). Run under
 # flock -x /work/measure.lock.
 cd /work/wt-agfar

@@ -116,6 +116,7 @@ struct PeerMem {
     bool inPlace = false;
     uint64_t ns = 0;     // the calls' times added up
     uint32_t calls = 0;  // how many
+    uint64_t least = 0;  // the fastest of them (all-gather's figure: single_copy.cc)
   };
   std::array<LeaseTimes, kCopyPathUses> leaseTimes{};
   std::mutex mutex;  // registrations come from any thread
