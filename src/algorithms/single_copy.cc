@@ -54,8 +54,9 @@ constexpr uint32_t kFifoLeaseMax = 63;
 // root times a call with its receivers' times, which come with their next descriptors.
 bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter; }
 
-// Collectives whose deciding rank lags its peers on the FIFO: the gather root copies its own
-// block and every peer's out of the slots, each sender one block in, so over a lease a
+// Collectives whose FIFO the chooser judges on leased calls. The gather's deciding rank lags
+// its peers on the FIFO: the root copies its own block and every peer's out of the slots,
+// each sender one block in, so over a lease a
 // sender runs ahead by as many calls as the FIFO holds (8 at np 2). The swap that ends the
 // lease then runs in series: the sender, often asleep by then (the root is up to 8 calls
 // behind), waits for the root's descriptor, is woken, and only then writes the call's
@@ -66,7 +67,20 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 // Such a rank times every call of each lease instead, and the swap call gives the chooser
 // their mean (the lease's last call alone, as before docs/PERF.md#perf-z3gather: one sample,
 // and in a short try lease, below, one the pipeline may still be filling for).
-bool deciderLags(Coll c) { return c == Coll::Gather; }
+//
+// The all-gather's FIFO (at np 2 the pair cells, pair.cc) lags no rank, but its single swap
+// calls misjudge it the same way: on AMD EPYC Zen 3 (2 vCPUs, near window) a 2 MiB
+// all-gather's FIFO took 109-113 us a call forced (`CHORUS_CMA_MAX=0`, every call leased),
+// where the chooser's timed FIFO calls read 300-331 us as the size's first tries and 143-244
+// us as tries after CMA calls (the one uncounted call after a switch does not cover it; why
+// those calls run slow was not measured): the chooser took CMA (175-200 us) for most of a
+// run, and auto read 129-176 us against the FIFO's 109-113 (docs/PERF.md#perf-agfar). Its
+// rank 0 (the decider) times its FIFO leases alike, but gives the chooser the fastest call
+// of a lease, not the mean: a lease's mean, one slow call in 8 weighing in (39.2 us where
+// calls take 13-15), switched 256 KiB to CMA (near, medians of 10 launches: 16.72 us against
+// main's 13.83; with the fastest call 13.91 against 13.66), and the chooser's own figure for a chosen way is likewise the
+// lower of two calls (noise only adds time).
+bool fifoJudgedOnLeases(Coll c) { return c == Coll::Gather || c == Coll::AllGather; }
 
 // The lease such a rank offers with a FIFO call that the chooser times (its first tries, a
 // try of the FIFO against CMA), so the FIFO is judged on leased calls there too. A try
@@ -110,10 +124,11 @@ class SingleCopy {
       offer_ = plan.cmaTimed ? comm->peerMem.copyPaths[copyPathUse(a.coll)].runway(
                                    resultBytes, inPlace, CopyPath::Fifo, kFifoLeaseMax)
                              : kFifoLeaseMax;  // CMA off for this size: the FIFO every time
-    // A FIFO call that the chooser times (its first tries, a try against CMA) on a rank
-    // that lags its peers: a short lease, so the swap after it reports the leased calls'
-    // mean (deciderLags) instead of the swap call's own serial time.
-    if (rank_ == decidingRank(a) && !cma_ && plan.cmaTimed && deciderLags(a.coll) && offer_ == 0)
+    // A FIFO call that the chooser times (its first tries, a try against CMA) where the FIFO
+    // is judged on leases: a short lease, so the swap after it reports the leased calls'
+    // mean (fifoJudgedOnLeases) instead of the swap call's own time.
+    if (rank_ == decidingRank(a) && !cma_ && plan.cmaTimed && fifoJudgedOnLeases(a.coll) &&
+        offer_ == 0)
       offer_ = kFifoTryLease;
     if (plan.cmaTimed) {
       call->chose = true;
@@ -522,7 +537,7 @@ bool singleCopyLeased(chorusComm* comm, const CollArgs& a, size_t resultBytes, b
   *timeIt = false;
   if (l.left == 0 || l.bytes != resultBytes || l.decider != decidingRank(a)) return false;
   --l.left;
-  *timeIt = deciderLags(a.coll) && comm->rank == l.decider;
+  *timeIt = fifoJudgedOnLeases(a.coll) && comm->rank == l.decider;
   return true;
 }
 
@@ -530,8 +545,10 @@ void singleCopyLeaseTimed(chorusComm* comm, const CollArgs& a, size_t resultByte
   PeerMem::LeaseTimes& e = comm->peerMem.leaseTimes[static_cast<size_t>(copyPathUse(a.coll))];
   const bool inPlace = a.sendbuf == a.recvbuf;
   if (e.calls == 0 || e.bytes != resultBytes || e.inPlace != inPlace)
-    e = PeerMem::LeaseTimes{resultBytes, inPlace, 0, 0};
-  e.ns += static_cast<uint64_t>(ns > 0 ? ns : 0);
+    e = PeerMem::LeaseTimes{resultBytes, inPlace, 0, 0, 0};
+  const uint64_t t = static_cast<uint64_t>(ns > 0 ? ns : 0);
+  e.ns += t;
+  if (e.calls == 0 || t < e.least) e.least = t;
   ++e.calls;
 }
 
@@ -549,12 +566,13 @@ void singleCopyTimed(chorusComm* comm, const CollArgs& a, const CopyPathCall& ca
     return;
   }
   uint64_t figure = static_cast<uint64_t>(ns);
-  if (deciderLags(a.coll)) {
-    // A FIFO call after a lease: the mean of the lease's calls (above).
+  if (fifoJudgedOnLeases(a.coll)) {
+    // A FIFO call after a lease: the mean of the lease's calls; all-gather's, the fastest
+    // (above).
     PeerMem::LeaseTimes& e = pm.leaseTimes[u];
     if (call.way == CopyPath::Fifo && e.calls > 0 && e.ns > 0 && e.bytes == call.bytes &&
         e.inPlace == call.inPlace)
-      figure = e.ns / e.calls;
+      figure = a.coll == Coll::AllGather && e.least > 0 ? e.least : e.ns / e.calls;
     e = PeerMem::LeaseTimes{};
   }
   recordCopyPath(comm, a.coll, call.bytes, call.inPlace, call.way, figure);

@@ -108,14 +108,15 @@ struct PeerMem {
   };
   std::array<FifoLease, kCopyPathUses> fifoLease{};
   /// Per collective, the deciding rank's times of the calls of its current FIFO lease, where
-  /// that rank lags its peers (gather's root: single_copy.cc, deciderLags), kept for the
-  /// swap that follows (calls 0: none): their mean is the FIFO's steady figure, which the
-  /// swap call is not.
+  /// the chooser judges the FIFO on leases (gather's root, all-gather's rank 0: single_copy.cc,
+  /// fifoJudgedOnLeases), kept for the swap that follows (calls 0: none): their mean is the
+  /// FIFO's steady figure, which the swap call is not.
   struct LeaseTimes {
     size_t bytes = 0;
     bool inPlace = false;
     uint64_t ns = 0;     // the calls' times added up
     uint32_t calls = 0;  // how many
+    uint64_t least = 0;  // the fastest of them (all-gather's figure: single_copy.cc)
   };
   std::array<LeaseTimes, kCopyPathUses> leaseTimes{};
   std::mutex mutex;  // registrations come from any thread
