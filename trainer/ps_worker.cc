@@ -219,9 +219,12 @@ Progress workPs(const Options& opts, Comm& world, Comm& workers, const PsRoles& 
   const bool talk = roles.workerIndex == 0;  // worker 0 must survive (it prints)
   const bool hashed = sh.table >= 0;
   const torch::ScalarType dtype = opts.useDouble ? torch::kDouble : torch::kFloat;
-  Split trainSet = toTensors(loadFashionMnist(opts.dataDir, "train", opts.trainLimit), opts.trainLimit, dtype);
+  Split trainSet =
+      toTensors(loadFashionMnist(opts.dataDir, "train", opts.trainLimit), opts.trainLimit, dtype);
   Split testSet;
-  if (opts.eval) testSet = toTensors(loadFashionMnist(opts.dataDir, "t10k", opts.testLimit), opts.testLimit, dtype);
+  if (opts.eval)
+    testSet =
+        toTensors(loadFashionMnist(opts.dataDir, "t10k", opts.testLimit), opts.testLimit, dtype);
   const int64_t n = trainSet.images.size(0);
   DistributedSampler sampler(n, roles.workerIndex, roles.workers, /*shuffle=*/true, opts.seed);
   const int64_t stepsPerEpoch = sampler.samplesPerRank() / opts.batch;

@@ -68,9 +68,12 @@ void train(const Options& opts, Comm& comm) {
         "--elastic needs a pure data-parallel layout (no --pipeline-stages or --tensor-parallel "
         "above 1): a lost stage or shard cannot be replaced from the survivors");
 
-  Split trainSet = toTensors(loadFashionMnist(opts.dataDir, "train", opts.trainLimit), opts.trainLimit, dtype);
+  Split trainSet =
+      toTensors(loadFashionMnist(opts.dataDir, "train", opts.trainLimit), opts.trainLimit, dtype);
   Split testSet;
-  if (opts.eval) testSet = toTensors(loadFashionMnist(opts.dataDir, "t10k", opts.testLimit), opts.testLimit, dtype);
+  if (opts.eval)
+    testSet =
+        toTensors(loadFashionMnist(opts.dataDir, "t10k", opts.testLimit), opts.testLimit, dtype);
 
   // The groups of the hybrid layout (layout.h), split from the world in the same order on
   // every rank. Plain data parallel uses the world itself.

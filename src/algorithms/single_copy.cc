@@ -78,8 +78,8 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 // rank 0 (the decider) times its FIFO leases alike, but gives the chooser the fastest call
 // of a lease, not the mean: a lease's mean, one slow call in 8 weighing in (39.2 us where
 // calls take 13-15), switched 256 KiB to CMA (near, medians of 10 launches: 16.72 us against
-// main's 13.83; with the fastest call 13.91 against 13.66), and the chooser's own figure for a chosen way is likewise the
-// lower of two calls (noise only adds time).
+// main's 13.83; with the fastest call 13.91 against 13.66), and the chooser's own figure for a
+// chosen way is likewise the lower of two calls (noise only adds time).
 bool fifoJudgedOnLeases(Coll c) { return c == Coll::Gather || c == Coll::AllGather; }
 
 // The lease such a rank offers with a FIFO call that the chooser times (its first tries, a

@@ -99,7 +99,7 @@ TEST(Idx, ReadsImagesAndRejectsBadFiles) {
   IdxArray first = readIdx(writeGz("img1.gz", images), 3, 1);
   EXPECT_EQ(first.dims, (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(first.data, std::vector<uint8_t>(a.data.begin(), a.data.begin() + 6));
-  EXPECT_EQ(readIdx(writeGz("img5.gz", images), 3, 5).dims, a.dims);  // a limit past the end
+  EXPECT_EQ(readIdx(writeGz("img5.gz", images), 3, 5).dims, a.dims);         // a limit past the end
   EXPECT_THROW(readIdx(writeGz("img2.gz", images), 1), std::runtime_error);  // wrong rank
   images.resize(images.size() - 1);
   EXPECT_THROW(readIdx(writeGz("short.gz", images), 3), std::runtime_error);  // truncated
