@@ -48,9 +48,14 @@ constexpr size_t kOrderedLeadersChainMinBytes = 64 << 10;
 // in quarters).
 constexpr size_t kOrderedLeadersPieceMinBytes = 32 << 10;
 
-// Both chains: pieces of half the call, at least `minBytes`, at most a slot.
+// A chain's pieces: the call in `parts`, at least `minBytes`, at most a slot, whole lines.
+size_t pieceOfCall(const PlanKnobs& k, size_t bytes, size_t parts, size_t minBytes) {
+  return std::min(std::max(bytes / parts, minBytes), std::max<size_t>(k.slotBytes, 64)) &
+         ~size_t{63};
+}
+// Both chains of orderedPlan: pieces of half the call.
 size_t halfTheCall(const PlanKnobs& k, size_t bytes, size_t minBytes) {
-  return std::min(std::max(bytes / 2, minBytes), std::max<size_t>(k.slotBytes, 64)) & ~size_t{63};
+  return pieceOfCall(k, bytes, 2, minBytes);
 }
 
 // The sizes whose calls orderedAllReduceWays lets choose among schedules (its comment).
@@ -93,11 +98,9 @@ Plan orderedWayPlan(const PlanKnobs& k, size_t bytes, const Plan& base, OrderedW
       p.proto = Proto::LL;
       p.viaLeaders = true;
       p.chain = true;
-      p.pieceBytes =
-          w == OrderedWay::LeadersChain
-              ? halfTheCall(k, bytes, kOrderedLeadersPieceMinBytes)
-              : std::min(std::max<size_t>(bytes / 8, 4 << 10), std::max<size_t>(k.slotBytes, 64)) &
-                    ~size_t{63};
+      p.pieceBytes = w == OrderedWay::LeadersChain
+                         ? halfTheCall(k, bytes, kOrderedLeadersPieceMinBytes)
+                         : pieceOfCall(k, bytes, 8, 4 << 10);
       break;
     case OrderedWay::Rails:
     case OrderedWay::RailsHalves: {
@@ -105,11 +108,8 @@ Plan orderedWayPlan(const PlanKnobs& k, size_t bytes, const Plan& base, OrderedW
       p.viaLeaders = false;
       p.chain = true;
       const size_t parts = static_cast<size_t>(std::max(k.railsWidth, 1));
-      p.pieceBytes = w == OrderedWay::Rails
-                         ? halfTheCall(k, bytes, 16 << 10)
-                         : std::min(std::max<size_t>(bytes / (2 * parts), 16 << 10),
-                                    std::max<size_t>(k.slotBytes, 64)) &
-                               ~size_t{63};
+      p.pieceBytes = w == OrderedWay::Rails ? halfTheCall(k, bytes, 16 << 10)
+                                            : pieceOfCall(k, bytes, 2 * parts, 16 << 10);
       break;
     }
     case OrderedWay::Plan:
