@@ -56,8 +56,8 @@ bool rootLeavesEarly(Coll c) { return c == Coll::Broadcast || c == Coll::Scatter
 
 // Collectives whose FIFO the chooser judges on leased calls. The gather's deciding rank lags
 // its peers on the FIFO: the root copies its own block and every peer's out of the slots,
-// each sender one block in, so over a lease a
-// sender runs ahead by as many calls as the FIFO holds (8 at np 2). The swap that ends the
+// each sender one block in, so over a lease a sender runs ahead by as many calls as the FIFO
+// holds (8 at np 2). The swap that ends the
 // lease then runs in series: the sender, often asleep by then (the root is up to 8 calls
 // behind), waits for the root's descriptor, is woken, and only then writes the call's
 // block, while the root waits for it. Timed, that call took 1.8-76x the leased calls' time
@@ -126,7 +126,8 @@ class SingleCopy {
                              : kFifoLeaseMax;  // CMA off for this size: the FIFO every time
     // A FIFO call that the chooser times (its first tries, a try against CMA) where the FIFO
     // is judged on leases: a short lease, so the swap after it reports the leased calls'
-    // mean (fifoJudgedOnLeases) instead of the swap call's own time.
+    // figure (their mean; all-gather's, the fastest: fifoJudgedOnLeases) instead of the swap
+    // call's own time.
     if (rank_ == decidingRank(a) && !cma_ && plan.cmaTimed && fifoJudgedOnLeases(a.coll) &&
         offer_ == 0)
       offer_ = kFifoTryLease;

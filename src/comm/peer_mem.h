@@ -109,8 +109,8 @@ struct PeerMem {
   std::array<FifoLease, kCopyPathUses> fifoLease{};
   /// Per collective, the deciding rank's times of the calls of its current FIFO lease, where
   /// the chooser judges the FIFO on leases (gather's root, all-gather's rank 0: single_copy.cc,
-  /// fifoJudgedOnLeases), kept for the swap that follows (calls 0: none): their mean is the
-  /// FIFO's steady figure, which the swap call is not.
+  /// fifoJudgedOnLeases), kept for the swap that follows (calls 0: none): their mean (the
+  /// all-gather's: the fastest) is the FIFO's steady figure, which the swap call is not.
   struct LeaseTimes {
     size_t bytes = 0;
     bool inPlace = false;
